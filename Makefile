@@ -1,0 +1,80 @@
+# flywheel entry points. See README.md.
+#   make deps   install every Debian package the project needs (idempotent)
+#   make build  configure + build (build/)
+#   make test   deps + build + every test (ctest, pytest, fuzz smoke)
+#   make demo   deps + build + the main job
+#   make bench  deps + build + benchmarks -> bench/results/*.json
+#   make fuzz   build the libFuzzer targets with clang and run each for FUZZ_SECONDS
+
+PYTHON ?= /usr/bin/python3
+BUILD ?= build
+BUILD_TYPE ?= RelWithDebInfo
+SAN ?=
+JOBS ?= $(shell nproc)
+FUZZ_SECONDS ?= 30
+CTEST_ARGS ?=
+
+DEB_PACKAGES := build-essential cmake ninja-build ccache pkg-config \
+  libgtest-dev libgmock-dev libbenchmark-dev libabsl-dev libzstd-dev liblz4-dev \
+  libxxhash-dev nlohmann-json3-dev libcli11-dev pybind11-dev python3-dev \
+  python3-numpy python3-pytest clang libclang-rt-14-dev
+
+ifneq ($(SAN),)
+  BUILD := build-$(SAN)
+  SAN_FLAG := -DFLYWHEEL_SANITIZE=$(SAN) -DFLYWHEEL_BUILD_PYTHON=OFF
+endif
+
+.PHONY: deps build test demo bench fuzz clean ctest pytest format
+
+deps:
+	@missing=""; for p in $(DEB_PACKAGES); do \
+	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "install ok installed" || missing="$$missing $$p"; \
+	done; \
+	if [ -n "$$missing" ]; then \
+	  echo "make deps: installing$$missing"; \
+	  SUDO=""; [ "$$(id -u)" = 0 ] || SUDO=sudo; \
+	  $$SUDO apt-get update -q && \
+	  DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -q --no-install-recommends $$missing; \
+	else echo "make deps: all Debian packages present"; fi
+	@command -v node >/dev/null 2>&1 || { echo "make deps: installing nodejs/npm (benchmark peers)"; \
+	  DEBIAN_FRONTEND=noninteractive apt-get install -y -q nodejs npm; }
+
+$(BUILD)/build.ninja:
+	cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) \
+	  -DFLYWHEEL_PYTHON=$(PYTHON) -DCMAKE_CXX_COMPILER_LAUNCHER=ccache $(SAN_FLAG)
+
+build: deps $(BUILD)/build.ninja
+	cmake --build $(BUILD) -j $(JOBS)
+
+ctest:
+	cd $(BUILD) && ctest --output-on-failure -j $(JOBS) $(CTEST_ARGS)
+
+pytest:
+	PYTHONPATH=$(CURDIR)/$(BUILD)/python:$(CURDIR)/python FLYWHEEL_BIN=$(CURDIR)/$(BUILD)/src/flywheel/cli/flywheel \
+	  $(PYTHON) -m pytest -q tests/python
+
+test: build
+	$(MAKE) --no-print-directory ctest
+ifeq ($(SAN),)
+	$(MAKE) --no-print-directory pytest
+	$(MAKE) --no-print-directory fuzz
+endif
+
+demo: build
+	bash examples/table_demo.sh $(BUILD)/src/flywheel/cli/flywheel
+
+bench: build
+	bash bench/run_all.sh $(BUILD)
+
+fuzz: deps
+	cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+	  -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_C_COMPILER=clang -DFLYWHEEL_FUZZ=ON \
+	  -DCMAKE_CXX_COMPILER_LAUNCHER=ccache >/dev/null
+	cmake --build build-fuzz -j $(JOBS)
+	bash fuzz/run.sh build-fuzz $(FUZZ_SECONDS)
+
+format:
+	clang-format -i $$(git ls-files '*.h' '*.cc')
+
+clean:
+	rm -rf build build-* 

@@ -1,0 +1,55 @@
+#include "flywheel/base/metrics.h"
+
+#include <gtest/gtest.h>
+
+#include <thread>
+#include <vector>
+
+namespace flywheel {
+namespace {
+
+TEST(MetricsTest, ConcurrentIncrementsAreExact) {
+  MetricsRegistry reg;
+  Counter* c = reg.GetCounter("t_total", "test", {{"k", "v"}});
+  Histogram* h = reg.GetHistogram("t_seconds", "test", {}, {1, 2, 3});
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 8; ++t) {
+    threads.emplace_back([&] {
+      for (int i = 0; i < 100000; ++i) {
+        c->Increment();
+        h->Observe(i % 4);
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(c->Value(), 800000);
+  EXPECT_EQ(h->Count(), 800000);
+  EXPECT_EQ(h->BucketCounts(), (std::vector<int64_t>{400000, 200000, 200000, 0}));
+  EXPECT_DOUBLE_EQ(h->Sum(), 8 * 25000 * (0 + 1 + 2 + 3));
+}
+
+TEST(MetricsTest, SameLabelsReturnSameSeries) {
+  MetricsRegistry reg;
+  EXPECT_EQ(reg.GetGauge("g", "h", {{"a", "1"}}), reg.GetGauge("g", "h", {{"a", "1"}}));
+  EXPECT_NE(reg.GetGauge("g", "h", {{"a", "1"}}), reg.GetGauge("g", "h", {{"a", "2"}}));
+}
+
+TEST(MetricsTest, ExpositionTextFollowsPrometheusFormat) {
+  MetricsRegistry reg;
+  reg.GetCounter("fw_commits_total", "Commits", {{"op", "append"}})->Increment(3);
+  reg.GetGauge("fw_rows", "Rows \"live\"")->Set(2.5);
+  reg.GetHistogram("fw_lat_seconds", "Latency", {{"t", "a\"b"}}, {0.1, 1})->Observe(0.5);
+  const std::string text = reg.ExpositionText();
+  EXPECT_NE(text.find("# TYPE fw_commits_total counter\nfw_commits_total{op=\"append\"} 3\n"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("fw_rows 2.5\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("fw_lat_seconds_bucket{t=\"a\\\"b\",le=\"0.1\"} 0\n"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("fw_lat_seconds_bucket{t=\"a\\\"b\",le=\"+Inf\"} 1\n"), std::string::npos);
+  EXPECT_NE(text.find("fw_lat_seconds_count{t=\"a\\\"b\"} 1\n"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace flywheel
