@@ -1,0 +1,244 @@
+#include "flywheel/format/column.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+
+namespace flywheel::format {
+namespace {
+
+size_t ValueElemSize(const DataType& t) {
+  if (t.is_fixed_width()) return t.fixed_width();
+  if (t.id == TypeId::kList) return ScalarSize(t.elem);
+  return 1;
+}
+
+Buffer SliceBits(const Buffer& bits, int64_t offset, int64_t length) {
+  if (bits.empty()) return {};
+  if (offset % 8 == 0) {
+    return Buffer{bits.data + offset / 8, static_cast<size_t>((length + 7) / 8), bits.owner};
+  }
+  std::vector<uint8_t> out(static_cast<size_t>((length + 7) / 8), 0);
+  for (int64_t i = 0; i < length; ++i) {
+    const int64_t j = offset + i;
+    if ((bits.data[j >> 3] >> (j & 7)) & 1) out[i >> 3] |= static_cast<uint8_t>(1u << (i & 7));
+  }
+  return Buffer::FromVector(std::move(out));
+}
+
+}  // namespace
+
+Buffer Buffer::Copy(const void* data, size_t size) {
+  std::vector<uint8_t> v(static_cast<const uint8_t*>(data), static_cast<const uint8_t*>(data) + size);
+  return FromVector(std::move(v));
+}
+
+Buffer Buffer::FromString(std::string s) {
+  auto holder = std::make_shared<std::string>(std::move(s));
+  return Buffer{reinterpret_cast<const uint8_t*>(holder->data()), holder->size(), holder};
+}
+
+int64_t Column::num_values() const {
+  if (type.is_fixed_width()) return length * type.num_elements();
+  if (length == 0 || offsets.empty()) return 0;
+  return offsets_data()[length] - offsets_data()[0];
+}
+
+Column Column::Slice(int64_t offset, int64_t len) const {
+  Column c;
+  c.type = type;
+  c.length = len;
+  if (type.is_fixed_width()) {
+    const size_t w = type.fixed_width();
+    c.values = Buffer{values.data + offset * w, static_cast<size_t>(len) * w, values.owner};
+  } else {
+    c.values = values;
+    c.offsets = Buffer{offsets.data + offset * 8, static_cast<size_t>(len + 1) * 8, offsets.owner};
+  }
+  if (!validity.empty()) {
+    c.validity = SliceBits(validity, offset, len);
+    int64_t nulls = 0;
+    for (int64_t i = 0; i < len; ++i) nulls += !c.IsValid(i);
+    c.null_count = nulls;
+    if (nulls == 0) c.validity = {};
+  }
+  return c;
+}
+
+Status Column::Validate(std::string_view what) const {
+  auto bad = [&](auto&&... msg) {
+    return absl::InvalidArgumentError(absl::StrCat("column '", AsAbsl(what), "' (",
+                                                   type.ToString(), "): ", msg...));
+  };
+  if (length < 0) return bad("negative length");
+  if (!validity.empty() && validity.size < static_cast<size_t>((length + 7) / 8)) {
+    return bad("validity bitmap has ", validity.size, " bytes, need ", (length + 7) / 8);
+  }
+  if (type.is_fixed_width()) {
+    const size_t need = static_cast<size_t>(length) * type.fixed_width();
+    if (values.size != need) return bad("values have ", values.size, " bytes, expected ", need);
+    return absl::OkStatus();
+  }
+  if (offsets.size != static_cast<size_t>(length + 1) * 8) {
+    return bad("offsets have ", offsets.size, " bytes, expected ", (length + 1) * 8);
+  }
+  const int64_t* o = offsets_data();
+  const size_t esize = ValueElemSize(type);
+  if (o[0] < 0) return bad("negative first offset");
+  for (int64_t i = 0; i < length; ++i) {
+    if (o[i + 1] < o[i]) return bad("offsets decrease at row ", i);
+  }
+  if (static_cast<uint64_t>(o[length]) > values.size / esize) {
+    return bad("offsets point past the values (", o[length], " > ", values.size / esize, ")");
+  }
+  return absl::OkStatus();
+}
+
+Status RecordBatch::Validate() const {
+  if (columns.size() != schema.fields.size()) {
+    return absl::InvalidArgumentError(absl::StrCat("batch has ", columns.size(),
+                                                   " columns, schema has ", schema.fields.size()));
+  }
+  for (size_t i = 0; i < columns.size(); ++i) {
+    const Field& f = schema.fields[i];
+    const Column& c = columns[i];
+    if (!(c.type == f.type)) {
+      return absl::InvalidArgumentError(absl::StrCat("column '", f.name, "' has type ",
+                                                     c.type.ToString(), ", schema says ",
+                                                     f.type.ToString()));
+    }
+    if (c.length != num_rows) {
+      return absl::InvalidArgumentError(absl::StrCat("column '", f.name, "' has ", c.length,
+                                                     " rows, batch has ", num_rows));
+    }
+    if (c.null_count > 0 && !f.nullable) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("column '", f.name, "' has nulls but the field is not nullable"));
+    }
+    FW_RETURN_IF_ERROR(c.Validate(f.name));
+  }
+  return absl::OkStatus();
+}
+
+Column MakeStringColumn(const std::vector<std::string>& values, bool binary) {
+  std::vector<int64_t> offsets{0};
+  std::string data;
+  for (const auto& s : values) {
+    data += s;
+    offsets.push_back(static_cast<int64_t>(data.size()));
+  }
+  Column c;
+  c.type = binary ? DataType::Binary() : DataType::String();
+  c.length = static_cast<int64_t>(values.size());
+  c.values = Buffer::FromString(std::move(data));
+  c.offsets = Buffer::FromVector(std::move(offsets));
+  return c;
+}
+
+void SetValidity(Column& c, const std::vector<bool>& valid) {
+  std::vector<uint8_t> bits((valid.size() + 7) / 8, 0);
+  int64_t nulls = 0;
+  for (size_t i = 0; i < valid.size(); ++i) {
+    if (valid[i]) bits[i >> 3] |= static_cast<uint8_t>(1u << (i & 7));
+    else nulls++;
+  }
+  c.null_count = nulls;
+  c.validity = nulls ? Buffer::FromVector(std::move(bits)) : Buffer{};
+}
+
+Column MakeNullColumn(const DataType& type, int64_t length, bool nullable) {
+  Column c;
+  c.type = type;
+  c.length = length;
+  if (type.is_fixed_width()) {
+    c.values = Buffer::FromVector(std::vector<uint8_t>(static_cast<size_t>(length) * type.fixed_width(), 0));
+  } else {
+    c.values = Buffer::FromVector(std::vector<uint8_t>(8, 0));
+    c.offsets = Buffer::FromVector(std::vector<int64_t>(static_cast<size_t>(length) + 1, 0));
+  }
+  if (nullable && length > 0) {
+    c.validity = Buffer::FromVector(std::vector<uint8_t>(static_cast<size_t>((length + 7) / 8), 0));
+    c.null_count = length;
+  }
+  return c;
+}
+
+Column ConcatColumns(const std::vector<Column>& parts) {
+  if (parts.size() == 1) return parts[0];
+  Column out;
+  if (parts.empty()) return out;
+  out.type = parts[0].type;
+  bool any_nulls = false;
+  for (const auto& p : parts) {
+    out.length += p.length;
+    out.null_count += p.null_count;
+    any_nulls |= !p.validity.empty();
+  }
+  if (out.type.is_fixed_width()) {
+    std::vector<uint8_t> values;
+    values.reserve(static_cast<size_t>(out.length) * out.type.fixed_width());
+    for (const auto& p : parts) values.insert(values.end(), p.values.data, p.values.data + p.values.size);
+    out.values = Buffer::FromVector(std::move(values));
+  } else {
+    const size_t esize = ValueElemSize(out.type);
+    std::vector<int64_t> offsets;
+    offsets.reserve(static_cast<size_t>(out.length) + 1);
+    offsets.push_back(0);
+    std::vector<uint8_t> values;
+    for (const auto& p : parts) {
+      if (p.length == 0) continue;
+      const int64_t* o = p.offsets_data();
+      const int64_t base = static_cast<int64_t>(values.size() / esize) - o[0];
+      for (int64_t i = 1; i <= p.length; ++i) offsets.push_back(o[i] + base);
+      values.insert(values.end(), p.values.data + o[0] * esize, p.values.data + o[p.length] * esize);
+    }
+    if (values.empty()) values.resize(8);
+    out.values = Buffer::FromVector(std::move(values));
+    out.offsets = Buffer::FromVector(std::move(offsets));
+  }
+  if (any_nulls) {
+    std::vector<uint8_t> bits(static_cast<size_t>((out.length + 7) / 8), 0);
+    int64_t row = 0;
+    for (const auto& p : parts) {
+      for (int64_t i = 0; i < p.length; ++i, ++row) {
+        if (p.IsValid(i)) bits[row >> 3] |= static_cast<uint8_t>(1u << (row & 7));
+      }
+    }
+    out.validity = Buffer::FromVector(std::move(bits));
+  }
+  return out;
+}
+
+Column TakeColumn(const Column& c, const int64_t* indices, size_t n) {
+  Column out;
+  out.type = c.type;
+  out.length = static_cast<int64_t>(n);
+  if (c.type.is_fixed_width()) {
+    const size_t w = c.type.fixed_width();
+    std::vector<uint8_t> values(n * w);
+    for (size_t i = 0; i < n; ++i) std::memcpy(values.data() + i * w, c.values.data + indices[i] * w, w);
+    out.values = Buffer::FromVector(std::move(values));
+  } else {
+    const size_t esize = ValueElemSize(c.type);
+    const int64_t* o = c.offsets_data();
+    std::vector<int64_t> offsets(n + 1);
+    offsets[0] = 0;
+    for (size_t i = 0; i < n; ++i) offsets[i + 1] = offsets[i] + (o[indices[i] + 1] - o[indices[i]]);
+    std::vector<uint8_t> values(std::max<size_t>(8, static_cast<size_t>(offsets[n]) * esize));
+    for (size_t i = 0; i < n; ++i) {
+      const int64_t r = indices[i];
+      std::memcpy(values.data() + offsets[i] * esize, c.values.data + o[r] * esize,
+                  static_cast<size_t>(o[r + 1] - o[r]) * esize);
+    }
+    out.values = Buffer::FromVector(std::move(values));
+    out.offsets = Buffer::FromVector(std::move(offsets));
+  }
+  if (!c.validity.empty()) {
+    std::vector<bool> valid(n);
+    for (size_t i = 0; i < n; ++i) valid[i] = c.IsValid(indices[i]);
+    SetValidity(out, valid);
+  }
+  return out;
+}
+
+}  // namespace flywheel::format

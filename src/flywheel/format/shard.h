@@ -1,0 +1,131 @@
+// Shard files: flywheel's columnar file format for training data.
+//
+// A shard holds the rows of one table fragment. Each column is stored as
+// independently decodable pages (~256 KiB by default) with a codec and a
+// checksum; a footer holds the schema and a page index, so reading row i
+// touches one page per requested column. Uncompressed pages are served as
+// zero-copy views of the memory-mapped file. Byte layout and compatibility
+// rules: docs/format/shard.md.
+//
+// Thread-safety: a ShardWriter is used by one thread. A ShardReader is
+// immutable after Open and safe for concurrent use.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "flywheel/base/status.h"
+#include "flywheel/format/codec.h"
+#include "flywheel/format/column.h"
+#include "flywheel/format/types.h"
+#include "flywheel/io/file_system.h"
+
+namespace flywheel::format {
+
+inline constexpr uint16_t kShardFormatVersion = 1;
+// Feature flags a file may require (trailer); readers refuse unknown ones.
+inline constexpr uint16_t kShardKnownFeatures = 0;
+
+struct ShardWriterOptions {
+  // Target uncompressed bytes per page. A page holds at least one row.
+  // Default 256 KiB; must be in [1 KiB, 64 MiB].
+  size_t page_size = 256 << 10;
+  // Codec for every page. kNone (default) lets readers map pages zero-copy.
+  Codec codec = Codec::kNone;
+  // zstd level (1..19) when codec is kZstd. Default 3.
+  int zstd_level = 3;
+  // Free-form key/value pairs stored in the footer.
+  std::map<std::string, std::string> metadata;
+
+  Status Validate() const;
+};
+
+struct ShardInfo {
+  std::string path;
+  int64_t num_rows = 0;
+  uint64_t size_bytes = 0;
+};
+
+class ShardWriter {
+ public:
+  static Result<std::unique_ptr<ShardWriter>> Open(io::FileSystem* fs, const std::string& path,
+                                                   const Schema& schema,
+                                                   const ShardWriterOptions& options = {});
+  virtual ~ShardWriter() = default;
+  // Appends the rows of `batch`. REQUIRES: batch.schema == the writer's schema
+  // (names, types); checked.
+  virtual Status Write(const RecordBatch& batch) = 0;
+  // Writes the footer and makes the file durable. REQUIRES: called once.
+  virtual Result<ShardInfo> Finish() = 0;
+  virtual int64_t num_rows() const = 0;
+};
+
+// One entry of the page index.
+struct PageInfo {
+  int64_t first_row = 0;
+  int64_t num_rows = 0;
+  uint64_t offset = 0;          // file offset of the stored page
+  uint64_t stored_size = 0;     // bytes in the file (compressed size)
+  uint64_t values_size = 0;     // uncompressed section sizes
+  uint64_t offsets_size = 0;
+  uint64_t validity_size = 0;
+  Codec codec = Codec::kNone;
+  int64_t null_count = 0;
+  uint64_t checksum = 0;        // XXH3-64 of the stored bytes
+
+  uint64_t uncompressed_size() const;
+};
+
+struct ShardReaderOptions {
+  // Map the file to serve uncompressed pages zero-copy.
+  bool mmap = true;
+  // Verify page checksums (each mapped page once; copied pages every read).
+  bool verify_checksums = true;
+};
+
+class ShardReader {
+ public:
+  static Result<std::shared_ptr<ShardReader>> Open(io::FileSystem* fs, const std::string& path,
+                                                   const ShardReaderOptions& options = {});
+  static Result<std::shared_ptr<ShardReader>> Open(std::shared_ptr<io::RandomAccessFile> file,
+                                                   const ShardReaderOptions& options = {});
+  ~ShardReader();
+
+  const Schema& schema() const { return schema_; }
+  int64_t num_rows() const { return num_rows_; }
+  const std::string& path() const;
+  uint64_t file_size() const;
+  const std::map<std::string, std::string>& metadata() const { return metadata_; }
+  const std::vector<PageInfo>& pages(int column) const { return pages_[column]; }
+
+  // Index of the page of `column` holding `row`. REQUIRES: 0 <= row < num_rows.
+  int FindPage(int column, int64_t row) const;
+  // The whole decoded page; zero-copy for uncompressed mapped pages.
+  Result<Column> ReadPage(int column, int page) const;
+  // Rows [start, start+length) of a column; zero-copy when they lie in one
+  // uncompressed mapped page.
+  Result<Column> Read(int column, int64_t start, int64_t length) const;
+  // Rows at `rows` (any order, repeats allowed) gathered into a new column.
+  Result<Column> Take(int column, const int64_t* rows, size_t n) const;
+
+ private:
+  ShardReader() = default;
+  Status ParseFooter();
+  Status CheckPage(int column, int page, const uint8_t* body, uint64_t size) const;
+
+  std::shared_ptr<io::RandomAccessFile> file_;
+  ShardReaderOptions options_;
+  Schema schema_;
+  int64_t num_rows_ = 0;
+  std::map<std::string, std::string> metadata_;
+  std::vector<std::vector<PageInfo>> pages_;
+  std::vector<std::vector<int64_t>> page_starts_;
+  // One flag per page of mapped uncompressed data: checked once.
+  std::vector<std::unique_ptr<std::atomic<uint8_t>[]>> verified_;
+};
+
+}  // namespace flywheel::format

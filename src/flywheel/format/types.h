@@ -1,0 +1,103 @@
+// Column types, fields and schemas of flywheel shard files and tables.
+//
+// A DataType is a scalar (bool, ints, floats), a fixed-shape tensor of a
+// scalar ("uint8[32,32,3]": every row holds exactly that many elements),
+// variable-length binary or utf8 string, or a variable-length list of a scalar
+// ("list<int32>", e.g. token ids). Text forms are what the CLI, Python and the
+// table manifest use; docs/format/shard.md gives the byte layout.
+//
+// Thread-safety: value types.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "flywheel/base/status.h"
+
+namespace flywheel::format {
+
+enum class TypeId : uint8_t {
+  kNone = 0,
+  kBool = 1,
+  kInt8 = 2,
+  kInt16 = 3,
+  kInt32 = 4,
+  kInt64 = 5,
+  kUInt8 = 6,
+  kUInt16 = 7,
+  kUInt32 = 8,
+  kUInt64 = 9,
+  kFloat16 = 10,
+  kFloat32 = 11,
+  kFloat64 = 12,
+  kBinary = 20,
+  kString = 21,
+  kList = 22,
+};
+
+bool IsScalar(TypeId id);
+// Bytes per element of a scalar type (bool is one byte, 0 or 1); 0 otherwise.
+size_t ScalarSize(TypeId id);
+std::string_view TypeIdName(TypeId id);
+
+struct DataType {
+  TypeId id = TypeId::kNone;
+  TypeId elem = TypeId::kNone;   // element type of kList (a scalar)
+  std::vector<int64_t> shape;    // tensor shape of a scalar type; empty = one value
+
+  static DataType Scalar(TypeId id) { return DataType{id, TypeId::kNone, {}}; }
+  static DataType Tensor(TypeId id, std::vector<int64_t> shape) { return DataType{id, TypeId::kNone, std::move(shape)}; }
+  static DataType List(TypeId elem) { return DataType{TypeId::kList, elem, {}}; }
+  static DataType String() { return Scalar(TypeId::kString); }
+  static DataType Binary() { return Scalar(TypeId::kBinary); }
+
+  // Fixed-width types store `fixed_width()` bytes per row.
+  bool is_fixed_width() const { return IsScalar(id); }
+  bool is_variable_length() const { return !IsScalar(id); }
+  // Elements per row of a fixed-width type (product of the shape).
+  int64_t num_elements() const;
+  size_t fixed_width() const { return ScalarSize(id) * static_cast<size_t>(num_elements()); }
+  // Element type of the values buffer: the scalar itself, list's element, or uint8.
+  TypeId value_type() const;
+
+  std::string ToString() const;
+  // Parses the text form: "int64", "float32[16]", "uint8[32,32,3]", "string",
+  // "binary", "list<int32>".
+  static Result<DataType> Parse(std::string_view text);
+  Status Validate() const;
+
+  bool operator==(const DataType& o) const = default;
+};
+
+struct Field {
+  std::string name;
+  DataType type;
+  bool nullable = false;
+  // Stable id used by tables for schema evolution; -1 when unassigned.
+  int32_t id = -1;
+  // JSON text of the value that rows written before this field existed read
+  // as (tables only; empty = null). E.g. "0", "1.5", "\"unknown\"".
+  std::string default_json;
+
+  bool operator==(const Field& o) const = default;
+};
+
+struct Schema {
+  std::vector<Field> fields;
+
+  int num_fields() const { return static_cast<int>(fields.size()); }
+  // Index of the field with `name`, or -1.
+  int FieldIndex(std::string_view name) const;
+  // Names unique and non-empty, types valid.
+  Status Validate() const;
+  // "x:int64, emb:float32[16], name:string?" ('?' marks nullable).
+  std::string ToString() const;
+  static Result<Schema> Parse(std::string_view text);
+
+  bool operator==(const Schema& o) const = default;
+};
+
+}  // namespace flywheel::format

@@ -1,0 +1,301 @@
+// Writes: the commit protocol (docs/format/table.md, "Commits") and the
+// operations built on it.
+#include <algorithm>
+#include <chrono>
+#include <random>
+#include <set>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "flywheel/base/metrics.h"
+#include "flywheel/table/internal.h"
+
+namespace flywheel::table {
+
+using format::Column;
+using format::RecordBatch;
+
+namespace {
+
+struct CommitMetrics {
+  Counter* conflicts_retried;
+  Counter* conflicts_failed;
+  Histogram* latency;
+  Counter* rows_written;
+  Counter* bytes_written;
+};
+
+CommitMetrics& Metric() {
+  static CommitMetrics m{
+      Metrics().GetCounter("flywheel_table_commit_retries_total",
+                           "Commits rebased after losing a race to a compatible commit"),
+      Metrics().GetCounter("flywheel_table_commit_conflicts_total",
+                           "Commits that failed with a conflict"),
+      Metrics().GetHistogram("flywheel_table_commit_seconds", "Commit latency including retries"),
+      Metrics().GetCounter("flywheel_table_rows_written_total", "Rows written to data files"),
+      Metrics().GetCounter("flywheel_table_bytes_written_total", "Bytes of data files written"),
+  };
+  return m;
+}
+
+Counter* CommitCounter(const std::string& op) {
+  return Metrics().GetCounter("flywheel_table_commits_total", "Table versions committed", {{"op", op}});
+}
+
+bool DataChanged(const Manifest& m) {
+  return m.operation.type != "create";
+}
+
+}  // namespace
+
+Status Table::Impl::Commit(Table* t, const CommitOptions& commit, PendingCommit op) {
+  const auto start = std::chrono::steady_clock::now();
+  io::FileSystem* fs = t->impl_->fs.get();
+  Manifest base = t->manifest_;
+  std::mt19937_64 rng(std::random_device{}());
+  for (int attempt = 0; attempt < t->options_.max_commit_attempts; ++attempt) {
+    Manifest next = base;
+    next.version = base.version + 1;
+    next.timestamp_ms = std::max(NowMs(), base.timestamp_ms);
+    next.operation = Operation{op.type, t->options_.writer, commit.properties, op.details};
+    FW_RETURN_IF_ERROR_CTX(op.apply(base, &next), op.type, " on table ", t->uri_);
+    Status s = fs->PutIfAbsent(ManifestPath(t->uri_, next.version), next.Encode());
+    if (s.ok()) {
+      t->manifest_ = std::move(next);
+      t->impl_->RebuildIndex(t->manifest_);
+      (void)fs->Put(HintPath(t->uri_), std::to_string(t->manifest_.version));
+      CommitCounter(op.type)->Increment();
+      Metric().latency->Observe(
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+      return absl::OkStatus();
+    }
+    if (!absl::IsAlreadyExists(s)) return Annotate(s, absl::StrCat("committing ", op.type, " to ", t->uri_));
+    // Lost the race: walk the versions committed since `base`.
+    for (int64_t v = base.version + 1;; ++v) {
+      auto theirs = ReadManifest(fs, t->uri_, v);
+      if (absl::IsNotFound(theirs.status())) break;
+      FW_RETURN_IF_ERROR_CTX(theirs.status(), "committing ", op.type, " to ", t->uri_);
+      FW_ASSIGN_OR_RETURN(std::string reason, op.conflict(*theirs));
+      if (!reason.empty()) {
+        Metric().conflicts_failed->Increment();
+        return absl::AbortedError(absl::StrCat(
+            "commit conflict on table ", t->uri_, ": ", op.type, " (by ", t->options_.writer,
+            ", based on version ", t->manifest_.version, ") conflicts with ", theirs->operation.type,
+            " committed as version ", theirs->version, " (by ", theirs->operation.writer, "): ", reason));
+      }
+      base = std::move(*theirs);
+    }
+    Metric().conflicts_retried->Increment();
+    // Randomised, growing back-off so contending writers spread out.
+    const int64_t cap_us = std::min<int64_t>(50000, 200LL << std::min(attempt, 8));
+    std::this_thread::sleep_for(std::chrono::microseconds(rng() % cap_us));
+  }
+  return absl::AbortedError(absl::StrCat("committing ", op.type, " to ", t->uri_, ": gave up after ",
+                                         t->options_.max_commit_attempts, " attempts (table too contended)"));
+}
+
+Result<RecordBatch> Table::Impl::Conform(const format::Schema& schema, const RecordBatch& batch) {
+  if (static_cast<int64_t>(batch.columns.size()) != static_cast<int64_t>(batch.schema.fields.size())) {
+    return absl::InvalidArgumentError("batch has a different number of columns and fields");
+  }
+  for (const auto& f : batch.schema.fields) {
+    if (schema.FieldIndex(f.name) < 0) {
+      return absl::InvalidArgumentError(absl::StrCat("column '", f.name, "' is not in the table schema (",
+                                                     schema.ToString(), ")"));
+    }
+  }
+  RecordBatch out;
+  out.schema = schema;
+  out.num_rows = batch.num_rows;
+  for (const auto& field : schema.fields) {
+    const int i = batch.schema.FieldIndex(field.name);
+    if (i < 0) {
+      if (!field.nullable && field.default_json.empty()) {
+        return absl::InvalidArgumentError(absl::StrCat("column '", field.name, "' is missing and is not nullable"));
+      }
+      FW_ASSIGN_OR_RETURN(Column c, DefaultColumn(field, batch.num_rows));
+      out.columns.push_back(std::move(c));
+      continue;
+    }
+    out.columns.push_back(batch.columns[i]);
+  }
+  FW_RETURN_IF_ERROR(out.Validate());
+  return out;
+}
+
+Result<std::vector<Fragment>> Table::Impl::WriteFragments(Table* t, const RecordBatch& batch) {
+  std::vector<Fragment> out;
+  std::vector<int32_t> ids;
+  for (const auto& f : batch.schema.fields) ids.push_back(f.id);
+  for (int64_t start = 0; start < batch.num_rows; start += t->options_.max_rows_per_file) {
+    const int64_t n = std::min(t->options_.max_rows_per_file, batch.num_rows - start);
+    RecordBatch part;
+    part.schema = batch.schema;
+    part.num_rows = n;
+    for (const auto& c : batch.columns) part.columns.push_back(c.Slice(start, n));
+    const std::string rel = absl::StrCat("data/", NewFileId(), ".shard");
+    FW_ASSIGN_OR_RETURN(auto writer, format::ShardWriter::Open(t->impl_->fs.get(), io::JoinPath(t->uri_, rel),
+                                                               batch.schema, t->options_.shard));
+    FW_RETURN_IF_ERROR(writer->Write(part));
+    FW_ASSIGN_OR_RETURN(format::ShardInfo info, writer->Finish());
+    Metric().rows_written->Increment(n);
+    Metric().bytes_written->Increment(static_cast<int64_t>(info.size_bytes));
+    Fragment f;
+    f.num_rows = n;
+    f.files.push_back(DataFile{rel, ids, info.size_bytes});
+    out.push_back(std::move(f));
+  }
+  return out;
+}
+
+namespace {
+void AddFragments(const std::vector<Fragment>& fresh, Manifest* next) {
+  for (Fragment f : fresh) {
+    f.id = next->next_fragment_id++;
+    next->fragments.push_back(std::move(f));
+  }
+}
+}  // namespace
+
+Status Table::Append(const RecordBatch& batch, const CommitOptions& commit) {
+  FW_ASSIGN_OR_RETURN_CTX(RecordBatch conformed, Impl::Conform(schema(), batch), "append to ", uri_);
+  FW_ASSIGN_OR_RETURN(auto fresh, Impl::WriteFragments(this, conformed));
+  PendingCommit op;
+  op.type = "append";
+  op.details = {{"rows", std::to_string(batch.num_rows)}, {"files", std::to_string(fresh.size())}};
+  op.conflict = [](const Manifest& theirs) -> Result<std::string> {
+    if (theirs.operation.type == "overwrite") return std::string("the table was overwritten");
+    return std::string();
+  };
+  op.apply = [fresh](const Manifest&, Manifest* next) {
+    AddFragments(fresh, next);
+    return absl::OkStatus();
+  };
+  return Impl::Commit(this, commit, std::move(op));
+}
+
+Status Table::Overwrite(const RecordBatch& batch, const CommitOptions& commit) {
+  // The new schema keeps field ids of same-named, same-typed fields.
+  format::Schema schema = batch.schema;
+  int32_t next_id = manifest_.next_field_id;
+  for (auto& f : schema.fields) {
+    const int old = manifest_.schema.FieldIndex(f.name);
+    if (old >= 0 && manifest_.schema.fields[old].type == f.type) {
+      f.id = manifest_.schema.fields[old].id;
+    } else {
+      f.id = next_id++;
+    }
+  }
+  FW_RETURN_IF_ERROR_CTX(schema.Validate(), "overwrite of ", uri_);
+  FW_ASSIGN_OR_RETURN_CTX(RecordBatch conformed, Impl::Conform(schema, batch), "overwrite of ", uri_);
+  FW_ASSIGN_OR_RETURN(auto fresh, Impl::WriteFragments(this, conformed));
+  PendingCommit op;
+  op.type = "overwrite";
+  op.details = {{"rows", std::to_string(batch.num_rows)}};
+  op.conflict = [](const Manifest& theirs) -> Result<std::string> {
+    if (DataChanged(theirs)) return std::string("both replace or change the table's rows");
+    return std::string();
+  };
+  op.apply = [fresh, schema, next_id](const Manifest&, Manifest* next) {
+    next->schema = schema;
+    next->next_field_id = std::max(next->next_field_id, next_id);
+    next->fragments.clear();
+    AddFragments(fresh, next);
+    return absl::OkStatus();
+  };
+  return Impl::Commit(this, commit, std::move(op));
+}
+
+Status Table::Delete(const std::vector<int64_t>& indices, const CommitOptions& commit) {
+  const auto& frags = manifest_.fragments;
+  const auto& starts = impl_->live_start;
+  const int64_t total = starts.back();
+  // fragment id -> new deleted physical rows (sorted, unique).
+  std::map<int64_t, std::vector<int64_t>> mine;
+  std::map<int64_t, std::string> read_dv_path;
+  for (int64_t g : indices) {
+    if (g < 0 || g >= total) {
+      return absl::OutOfRangeError(absl::StrCat("delete: row ", g, " is outside [0, ", total,
+                                                ") of table ", uri_, " version ", version()));
+    }
+    const int f = static_cast<int>(std::upper_bound(starts.begin(), starts.end(), g) - starts.begin()) - 1;
+    FW_ASSIGN_OR_RETURN(auto dv, impl_->Deletions(uri_, frags[f]));
+    const int64_t local = g - starts[f];
+    mine[frags[f].id].push_back(dv ? dv->LiveToPhysical(local) : local);
+    read_dv_path[frags[f].id] = frags[f].deletion.path;
+  }
+  if (mine.empty()) return absl::OkStatus();
+  int64_t count = 0;
+  for (auto& [id, rows] : mine) {
+    std::sort(rows.begin(), rows.end());
+    rows.erase(std::unique(rows.begin(), rows.end()), rows.end());
+    count += static_cast<int64_t>(rows.size());
+  }
+  Impl* impl = impl_.get();
+  const std::string uri = uri_;
+  PendingCommit op;
+  op.type = "delete";
+  op.details = {{"rows", std::to_string(count)}, {"fragments", std::to_string(mine.size())}};
+  op.conflict = [mine, impl, uri](const Manifest& theirs) -> Result<std::string> {
+    if (theirs.operation.type == "overwrite") return std::string("the table was overwritten");
+    for (const auto& [id, rows] : mine) {
+      auto it = std::find_if(theirs.fragments.begin(), theirs.fragments.end(),
+                             [&](const Fragment& f) { return f.id == id; });
+      if (it == theirs.fragments.end()) {
+        return absl::StrCat("fragment ", id, " that the delete touches was rewritten or removed");
+      }
+      FW_ASSIGN_OR_RETURN(auto dv, impl->Deletions(uri, *it));
+      if (dv) {
+        bool overlap = false;
+        dv->Union(DeletionVector(rows), &overlap);
+        if (overlap) return absl::StrCat("both delete some of the same rows of fragment ", id);
+      }
+    }
+    return std::string();
+  };
+  op.apply = [mine, impl, uri](const Manifest&, Manifest* next) -> Status {
+    for (auto& f : next->fragments) {
+      auto it = mine.find(f.id);
+      if (it == mine.end()) continue;
+      FW_ASSIGN_OR_RETURN(auto existing, impl->Deletions(uri, f));
+      DeletionVector merged = existing ? existing->Union(DeletionVector(it->second), nullptr)
+                                       : DeletionVector(it->second);
+      const std::string rel = absl::StrCat("deletions/", NewFileId(), ".dv");
+      FW_RETURN_IF_ERROR(impl->fs->PutIfAbsent(io::JoinPath(uri, rel), merged.Encode()));
+      f.deletion = DeletionFile{rel, merged.count()};
+    }
+    return absl::OkStatus();
+  };
+  return Impl::Commit(this, commit, std::move(op));
+}
+
+Status Table::AddColumn(const format::Field& field_in, const CommitOptions& commit) {
+  format::Field field = field_in;
+  if (schema().FieldIndex(field.name) >= 0) {
+    return absl::AlreadyExistsError(absl::StrCat("table ", uri_, " already has a column '", field.name, "'"));
+  }
+  FW_RETURN_IF_ERROR_CTX(field.type.Validate(), "add_column '", field.name, "'");
+  if (!field.nullable && field.default_json.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat("add_column '", field.name,
+                                                   "': existing rows need a value; make the column "
+                                                   "nullable or give it a default"));
+  }
+  FW_RETURN_IF_ERROR_CTX(DefaultColumn(field, 1).status(), "add_column '", field.name, "'");
+  PendingCommit op;
+  op.type = "add_column";
+  op.details = {{"column", field.name}, {"type", field.type.ToString()}};
+  op.conflict = [](const Manifest& theirs) -> Result<std::string> {
+    if (theirs.operation.type == "overwrite" || theirs.operation.type == "add_column") {
+      return std::string("both change the schema");
+    }
+    return std::string();
+  };
+  op.apply = [field](const Manifest&, Manifest* next) mutable {
+    field.id = next->next_field_id++;
+    next->schema.fields.push_back(field);
+    return absl::OkStatus();
+  };
+  return Impl::Commit(this, commit, std::move(op));
+}
+
+}  // namespace flywheel::table

@@ -1,0 +1,367 @@
+// Version management and maintenance: tags, expire, vacuum, compaction and
+// predicate deletes. Protocol: docs/format/table.md.
+#include <algorithm>
+#include <cmath>
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "absl/strings/str_cat.h"
+#include "flywheel/table/internal.h"
+
+namespace flywheel::table {
+
+using format::Column;
+using format::RecordBatch;
+
+namespace {
+
+Status ValidateTagName(const std::string& name) {
+  if (name.empty() || name.size() > 128 || name[0] == '.') {
+    return absl::InvalidArgumentError(absl::StrCat("invalid tag name '", name, "'"));
+  }
+  for (char c : name) {
+    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.')) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("invalid tag name '", name, "': use letters, digits, '-', '_' and '.'"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+bool IsTemp(const std::string& name) { return name.rfind(".tmp.", 0) == 0; }
+
+}  // namespace
+
+Status Table::Tag(const std::string& name, std::optional<int64_t> version) {
+  FW_RETURN_IF_ERROR(ValidateTagName(name));
+  const int64_t v = version.value_or(this->version());
+  FW_ASSIGN_OR_RETURN(bool exists, impl_->fs->Exists(Impl::ManifestPath(uri_, v)));
+  if (!exists) {
+    return absl::NotFoundError(absl::StrCat("cannot tag version ", v, " of ", uri_, ": no such version"));
+  }
+  const nlohmann::json j = {{"version", v}, {"timestamp_ms", NowMs()}, {"writer", options_.writer}};
+  Status s = impl_->fs->PutIfAbsent(Impl::TagPath(uri_, name), j.dump());
+  if (absl::IsAlreadyExists(s)) {
+    FW_ASSIGN_OR_RETURN(auto tags, Tags());
+    return absl::AlreadyExistsError(absl::StrCat("tag '", name, "' already exists (version ",
+                                                 tags.count(name) ? tags[name] : -1,
+                                                 "); untag it first"));
+  }
+  return s;
+}
+
+Status Table::Untag(const std::string& name) {
+  FW_RETURN_IF_ERROR(ValidateTagName(name));
+  Status s = impl_->fs->Delete(Impl::TagPath(uri_, name));
+  if (absl::IsNotFound(s)) return absl::NotFoundError(absl::StrCat("table ", uri_, " has no tag '", name, "'"));
+  return s;
+}
+
+Result<std::map<std::string, int64_t>> Table::Tags() const {
+  std::map<std::string, int64_t> out;
+  auto entries = impl_->fs->List(io::JoinPath(uri_, "_tags"));
+  if (absl::IsNotFound(entries.status())) return out;
+  FW_RETURN_IF_ERROR(entries.status());
+  for (const auto& e : *entries) {
+    if (IsTemp(e.name) || e.is_dir) continue;
+    auto data = impl_->fs->ReadFile(Impl::TagPath(uri_, e.name));
+    if (absl::IsNotFound(data.status())) continue;
+    FW_RETURN_IF_ERROR(data.status());
+    try {
+      out[e.name] = nlohmann::json::parse(*data).at("version").get<int64_t>();
+    } catch (const nlohmann::json::exception&) {
+      return absl::DataLossError(absl::StrCat("tag file ", Impl::TagPath(uri_, e.name), " is corrupt"));
+    }
+  }
+  return out;
+}
+
+Result<ExpireResult> Table::Expire(const ExpireOptions& options) {
+  if (options.keep_last < 1) return absl::InvalidArgumentError("expire: keep_last must be >= 1");
+  FW_ASSIGN_OR_RETURN(auto versions, Impl::ListVersions(impl_->fs.get(), uri_));
+  FW_ASSIGN_OR_RETURN(auto tags, Tags());
+  std::set<int64_t> tagged;
+  for (const auto& [name, v] : tags) tagged.insert(v);
+  ExpireResult result;
+  const int64_t keep_from = static_cast<int64_t>(versions.size()) - options.keep_last;
+  for (int64_t i = 0; i < keep_from; ++i) {
+    const int64_t v = versions[i];
+    if (tagged.count(v) || v == version()) continue;
+    if (options.older_than_ms >= 0) {
+      auto m = Impl::ReadManifest(impl_->fs.get(), uri_, v);
+      if (absl::IsNotFound(m.status())) continue;
+      FW_RETURN_IF_ERROR(m.status());
+      if (m->timestamp_ms >= options.older_than_ms) continue;
+    }
+    Status s = impl_->fs->Delete(Impl::ManifestPath(uri_, v));
+    if (!s.ok() && !absl::IsNotFound(s)) return s;
+    result.expired.push_back(v);
+  }
+  return result;
+}
+
+Result<VacuumResult> Table::Vacuum(const VacuumOptions& options) {
+  io::FileSystem* fs = impl_->fs.get();
+  // Everything any retained version references. Reading only retained
+  // manifests keeps the cost independent of how many versions ever existed.
+  std::set<std::string> referenced;
+  FW_ASSIGN_OR_RETURN(auto versions, Impl::ListVersions(fs, uri_));
+  for (int64_t v : versions) {
+    auto m = Impl::ReadManifest(fs, uri_, v);
+    if (absl::IsNotFound(m.status())) continue;
+    FW_RETURN_IF_ERROR_CTX(m.status(), "vacuum of ", uri_);
+    for (const auto& f : m->fragments) {
+      for (const auto& df : f.files) referenced.insert(df.path);
+      if (!f.deletion.path.empty()) referenced.insert(f.deletion.path);
+    }
+  }
+  const int64_t cutoff_ns = (NowMs() - options.grace_period_ms) * 1000000;
+  VacuumResult result;
+  for (const char* dir : {"data", "deletions", "_versions", "_tags", ""}) {
+    const std::string full = std::string(dir).empty() ? uri_ : io::JoinPath(uri_, dir);
+    auto entries = fs->List(full);
+    if (absl::IsNotFound(entries.status())) continue;
+    FW_RETURN_IF_ERROR(entries.status());
+    for (const auto& e : *entries) {
+      if (e.is_dir) continue;
+      const std::string rel = std::string(dir).empty() ? e.name : absl::StrCat(dir, "/", e.name);
+      const bool data_dir = std::string(dir) == "data" || std::string(dir) == "deletions";
+      const bool garbage = IsTemp(e.name) || (data_dir && !referenced.count(rel));
+      if (!garbage || e.mtime_ns > cutoff_ns) continue;
+      if (!options.dry_run) {
+        Status s = fs->Delete(io::JoinPath(uri_, rel));
+        if (!s.ok() && !absl::IsNotFound(s)) return s;
+      }
+      result.deleted.push_back(rel);
+      result.bytes_freed += e.size;
+    }
+  }
+  return result;
+}
+
+// ---------------------------------------------------------------- compact
+
+Result<int64_t> Table::Compact(const CompactOptions& options, const CommitOptions& commit) {
+  if (options.target_rows < 1) return absl::InvalidArgumentError("compact: target_rows must be >= 1");
+  const auto& frags = manifest_.fragments;
+  auto candidate = [&](const Fragment& f) {
+    return f.live_rows() < options.target_rows ||
+           (f.num_rows > 0 && f.deletion.count > 0 &&
+            static_cast<double>(f.deletion.count) / static_cast<double>(f.num_rows) >= options.max_deleted_fraction);
+  };
+  // Runs of consecutive candidates; a lone fragment is rewritten only if it
+  // has deletions to drop.
+  std::vector<std::vector<size_t>> groups;
+  for (size_t i = 0; i < frags.size();) {
+    if (!candidate(frags[i])) {
+      ++i;
+      continue;
+    }
+    std::vector<size_t> g;
+    int64_t rows = 0;
+    while (i < frags.size() && candidate(frags[i]) && (g.empty() || rows + frags[i].live_rows() <= options.target_rows)) {
+      rows += frags[i].live_rows();
+      g.push_back(i++);
+    }
+    if (g.size() > 1 || frags[g[0]].deletion.count > 0) groups.push_back(std::move(g));
+  }
+  if (groups.empty()) return 0;
+  struct Rewrite {
+    std::vector<int64_t> removed;
+    std::vector<Fragment> added;
+  };
+  std::vector<Rewrite> rewrites;
+  std::map<int64_t, std::string> removed_dv;  // fragment id -> deletion path read
+  int64_t rewritten = 0;
+  for (const auto& g : groups) {
+    Rewrite rw;
+    std::vector<RecordBatch> parts;
+    for (size_t i : g) {
+      const Fragment& f = frags[i];
+      rw.removed.push_back(f.id);
+      removed_dv[f.id] = f.deletion.path;
+      FW_ASSIGN_OR_RETURN(auto dv, impl_->Deletions(uri_, f));
+      std::vector<int64_t> keep;
+      if (dv) {
+        for (int64_t r = 0; r < f.num_rows; ++r) {
+          if (!dv->Contains(r)) keep.push_back(r);
+        }
+      }
+      RecordBatch b;
+      b.schema = schema();
+      b.num_rows = f.live_rows();
+      for (const auto& field : schema().fields) {
+        FW_ASSIGN_OR_RETURN(Column c, impl_->ReadRange(uri_, f, field, 0, f.num_rows));
+        if (dv) c = format::TakeColumn(c, keep.data(), keep.size());
+        b.columns.push_back(std::move(c));
+      }
+      parts.push_back(std::move(b));
+    }
+    RecordBatch merged;
+    merged.schema = schema();
+    for (const auto& p : parts) merged.num_rows += p.num_rows;
+    for (int c = 0; c < schema().num_fields(); ++c) {
+      std::vector<Column> cols;
+      for (const auto& p : parts) cols.push_back(p.columns[c]);
+      merged.columns.push_back(format::ConcatColumns(cols));
+    }
+    if (merged.num_rows > 0) {
+      FW_ASSIGN_OR_RETURN(rw.added, Impl::WriteFragments(this, merged));
+    }
+    rewritten += static_cast<int64_t>(g.size());
+    rewrites.push_back(std::move(rw));
+  }
+  PendingCommit op;
+  op.type = "compact";
+  op.details = {{"fragments_rewritten", std::to_string(rewritten)}};
+  op.conflict = [removed_dv](const Manifest& theirs) -> Result<std::string> {
+    if (theirs.operation.type == "overwrite") return std::string("the table was overwritten");
+    for (const auto& [id, dv_path] : removed_dv) {
+      auto it = std::find_if(theirs.fragments.begin(), theirs.fragments.end(),
+                             [&](const Fragment& f) { return f.id == id; });
+      if (it == theirs.fragments.end()) return absl::StrCat("fragment ", id, " was already rewritten");
+      if (it->deletion.path != dv_path) {
+        return absl::StrCat("rows of fragment ", id, " were deleted after the compaction read it");
+      }
+    }
+    return std::string();
+  };
+  op.apply = [rewrites](const Manifest& base, Manifest* next) -> Status {
+    std::map<int64_t, const Rewrite*> first_of;
+    std::set<int64_t> removed;
+    for (const auto& rw : rewrites) {
+      first_of[rw.removed.front()] = &rw;
+      removed.insert(rw.removed.begin(), rw.removed.end());
+    }
+    next->fragments.clear();
+    for (const auto& f : base.fragments) {
+      auto it = first_of.find(f.id);
+      if (it != first_of.end()) {
+        for (Fragment nf : it->second->added) {
+          nf.id = next->next_fragment_id++;
+          next->fragments.push_back(std::move(nf));
+        }
+      }
+      if (!removed.count(f.id)) next->fragments.push_back(f);
+    }
+    return absl::OkStatus();
+  };
+  FW_RETURN_IF_ERROR(Impl::Commit(this, commit, std::move(op)));
+  return rewritten;
+}
+
+// ---------------------------------------------------------------- predicates
+
+Result<Predicate> Predicate::Parse(std::string_view text) {
+  static constexpr std::string_view kOps[] = {"==", "!=", "<=", ">=", "<", ">"};
+  for (size_t i = 0; i < text.size(); ++i) {
+    for (std::string_view op : kOps) {
+      if (text.substr(i, op.size()) == op) {
+        Predicate p;
+        auto trim = [](std::string_view s) {
+          while (!s.empty() && s.front() == ' ') s.remove_prefix(1);
+          while (!s.empty() && s.back() == ' ') s.remove_suffix(1);
+          return std::string(s);
+        };
+        p.column = trim(text.substr(0, i));
+        p.op = std::string(op);
+        p.value = trim(text.substr(i + op.size()));
+        if (p.column.empty() || p.value.empty()) break;
+        try {
+          const auto parsed = nlohmann::json::parse(p.value);
+          if (!parsed.is_number() && !parsed.is_string() && !parsed.is_boolean()) {
+            p.value = nlohmann::json(p.value).dump();
+          }
+        } catch (const nlohmann::json::exception&) {
+          p.value = nlohmann::json(p.value).dump();  // a bare word is a string
+        }
+        return p;
+      }
+    }
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      "predicate '", AsAbsl(text), "' is not 'column OP value' with OP one of == != < <= > >="));
+}
+
+namespace {
+
+template <typename T>
+bool Compare(const T& a, const T& b, const std::string& op) {
+  if (op == "==") return a == b;
+  if (op == "!=") return a != b;
+  if (op == "<") return a < b;
+  if (op == "<=") return a <= b;
+  if (op == ">") return a > b;
+  return a >= b;
+}
+
+template <typename T>
+void MatchFixed(const Column& c, double v, const std::string& op, int64_t base, std::vector<int64_t>* out) {
+  const T* d = c.values.as<T>();
+  for (int64_t i = 0; i < c.length; ++i) {
+    if (c.IsValid(i) && Compare(static_cast<double>(d[i]), v, op)) out->push_back(base + i);
+  }
+}
+
+}  // namespace
+
+Result<int64_t> Table::DeleteWhere(const Predicate& pred, const CommitOptions& commit) {
+  const int ci = schema().FieldIndex(pred.column);
+  if (ci < 0) return absl::NotFoundError(absl::StrCat("delete: no column '", pred.column, "'"));
+  const format::DataType& type = schema().fields[ci].type;
+  nlohmann::json value;
+  try {
+    value = nlohmann::json::parse(pred.value);
+  } catch (const nlohmann::json::exception&) {
+    return absl::InvalidArgumentError(absl::StrCat("delete: value '", pred.value, "' is not JSON"));
+  }
+  const bool is_string = type.id == format::TypeId::kString || type.id == format::TypeId::kBinary;
+  if (is_string ? !value.is_string() : !(value.is_number() || value.is_boolean())) {
+    return absl::InvalidArgumentError(absl::StrCat("delete: column '", pred.column, "' is ", type.ToString(),
+                                                   "; compare it with a ", is_string ? "string" : "number"));
+  }
+  if (!is_string && (!type.is_fixed_width() || type.num_elements() != 1)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("delete: predicates need a scalar or string column; '", pred.column, "' is ", type.ToString()));
+  }
+  ScanOptions so;
+  so.columns = {pred.column};
+  FW_ASSIGN_OR_RETURN(auto it, Scan(so));
+  std::vector<int64_t> matches;
+  int64_t base = 0;
+  const double v = value.is_string() ? 0 : value.get<double>();
+  const std::string sv = value.is_string() ? value.get<std::string>() : "";
+  while (true) {
+    FW_ASSIGN_OR_RETURN(auto batch, it->Next());
+    if (!batch) break;
+    const Column& c = batch->columns[0];
+    using format::TypeId;
+    switch (type.id) {
+      case TypeId::kString:
+      case TypeId::kBinary:
+        for (int64_t i = 0; i < c.length; ++i) {
+          if (c.IsValid(i) && Compare(c.GetBytes(i), std::string_view(sv), pred.op)) matches.push_back(base + i);
+        }
+        break;
+      case TypeId::kBool: MatchFixed<uint8_t>(c, v, pred.op, base, &matches); break;
+      case TypeId::kInt8: MatchFixed<int8_t>(c, v, pred.op, base, &matches); break;
+      case TypeId::kInt16: MatchFixed<int16_t>(c, v, pred.op, base, &matches); break;
+      case TypeId::kInt32: MatchFixed<int32_t>(c, v, pred.op, base, &matches); break;
+      case TypeId::kInt64: MatchFixed<int64_t>(c, v, pred.op, base, &matches); break;
+      case TypeId::kUInt8: MatchFixed<uint8_t>(c, v, pred.op, base, &matches); break;
+      case TypeId::kUInt16: MatchFixed<uint16_t>(c, v, pred.op, base, &matches); break;
+      case TypeId::kUInt32: MatchFixed<uint32_t>(c, v, pred.op, base, &matches); break;
+      case TypeId::kUInt64: MatchFixed<uint64_t>(c, v, pred.op, base, &matches); break;
+      case TypeId::kFloat32: MatchFixed<float>(c, v, pred.op, base, &matches); break;
+      case TypeId::kFloat64: MatchFixed<double>(c, v, pred.op, base, &matches); break;
+      default:
+        return absl::InvalidArgumentError(absl::StrCat("delete: cannot compare ", type.ToString()));
+    }
+    base += batch->num_rows;
+  }
+  if (matches.empty()) return 0;
+  FW_RETURN_IF_ERROR(Delete(matches, commit));
+  return static_cast<int64_t>(matches.size());
+}
+
+}  // namespace flywheel::table

@@ -1,0 +1,619 @@
+// Opening tables and reading versions. Writes are in commit.cc, version
+// management in maintenance.cc. Protocol: docs/format/table.md.
+#include "flywheel/table/table.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cinttypes>
+#include <cstdio>
+#include <nlohmann/json.hpp>
+#include <random>
+
+#include "absl/strings/str_cat.h"
+#include "flywheel/table/internal.h"
+
+namespace flywheel::table {
+
+using format::Column;
+using format::RecordBatch;
+
+// ---------------------------------------------------------------- helpers
+
+std::string NewFileId() {
+  static thread_local std::mt19937_64 rng = [] {
+    std::random_device rd;
+    return std::mt19937_64((static_cast<uint64_t>(rd()) << 32) ^ rd() ^
+                           (static_cast<uint64_t>(getpid()) << 16) ^
+                           static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count()));
+  }();
+  char buf[40];
+  std::snprintf(buf, sizeof buf, "%016" PRIx64 "%016" PRIx64, rng(), rng());
+  return buf;
+}
+
+int64_t NowMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+std::string DefaultWriter() {
+  char host[256] = "localhost";
+  gethostname(host, sizeof host - 1);
+  return absl::StrCat(host, ":", getpid());
+}
+
+Status TableOptions::Validate() const {
+  FW_RETURN_IF_ERROR_CTX(shard.Validate(), "table options");
+  if (max_rows_per_file < 1) return absl::InvalidArgumentError("max_rows_per_file must be >= 1");
+  if (max_commit_attempts < 1) return absl::InvalidArgumentError("max_commit_attempts must be >= 1");
+  return absl::OkStatus();
+}
+
+namespace {
+
+template <typename T>
+format::Buffer FilledBuffer(T v, int64_t n) {
+  return format::Buffer::FromVector(std::vector<T>(static_cast<size_t>(n), v));
+}
+
+Result<format::Buffer> FillScalar(format::TypeId id, const nlohmann::json& v, int64_t n) {
+  using format::TypeId;
+  if (!v.is_number() && !v.is_boolean()) return absl::InvalidArgumentError("default must be a number");
+  const double d = v.get<double>();
+  switch (id) {
+    case TypeId::kBool: return FilledBuffer<uint8_t>(d != 0, n);
+    case TypeId::kInt8: return FilledBuffer<int8_t>(static_cast<int8_t>(d), n);
+    case TypeId::kInt16: return FilledBuffer<int16_t>(static_cast<int16_t>(d), n);
+    case TypeId::kInt32: return FilledBuffer<int32_t>(static_cast<int32_t>(d), n);
+    case TypeId::kInt64: return FilledBuffer<int64_t>(v.is_number_integer() ? v.get<int64_t>() : static_cast<int64_t>(d), n);
+    case TypeId::kUInt8: return FilledBuffer<uint8_t>(static_cast<uint8_t>(d), n);
+    case TypeId::kUInt16: return FilledBuffer<uint16_t>(static_cast<uint16_t>(d), n);
+    case TypeId::kUInt32: return FilledBuffer<uint32_t>(static_cast<uint32_t>(d), n);
+    case TypeId::kUInt64: return FilledBuffer<uint64_t>(v.is_number_unsigned() ? v.get<uint64_t>() : static_cast<uint64_t>(d), n);
+    case TypeId::kFloat32: return FilledBuffer<float>(static_cast<float>(d), n);
+    case TypeId::kFloat64: return FilledBuffer<double>(d, n);
+    default: return absl::InvalidArgumentError("defaults are not supported for this type");
+  }
+}
+
+}  // namespace
+
+Result<Column> DefaultColumn(const format::Field& field, int64_t len) {
+  if (field.default_json.empty()) return format::MakeNullColumn(field.type, len, field.nullable);
+  nlohmann::json v;
+  try {
+    v = nlohmann::json::parse(field.default_json);
+  } catch (const nlohmann::json::exception& e) {
+    return absl::InvalidArgumentError(absl::StrCat("field '", field.name, "': default is not JSON"));
+  }
+  Column c;
+  c.type = field.type;
+  c.length = len;
+  if (field.type.id == format::TypeId::kString || field.type.id == format::TypeId::kBinary) {
+    if (!v.is_string()) {
+      return absl::InvalidArgumentError(absl::StrCat("field '", field.name, "': default must be a string"));
+    }
+    const std::string s = v.get<std::string>();
+    std::string values;
+    std::vector<int64_t> offsets(static_cast<size_t>(len) + 1);
+    for (int64_t i = 0; i < len; ++i) {
+      values += s;
+      offsets[i + 1] = static_cast<int64_t>(values.size());
+    }
+    c.values = format::Buffer::FromString(std::move(values));
+    c.offsets = format::Buffer::FromVector(std::move(offsets));
+    return c;
+  }
+  if (!field.type.is_fixed_width()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("field '", field.name, "': defaults are not supported for ", field.type.ToString()));
+  }
+  FW_ASSIGN_OR_RETURN_CTX(c.values, FillScalar(field.type.id, v, len * field.type.num_elements()),
+                          "field '", field.name, "'");
+  if (field.type.id == format::TypeId::kFloat16) {
+    return absl::InvalidArgumentError("defaults are not supported for float16");
+  }
+  return c;
+}
+
+// ---------------------------------------------------------------- Impl
+
+std::string Table::Impl::ManifestPath(const std::string& uri, int64_t version) {
+  char name[40];
+  std::snprintf(name, sizeof name, "%020" PRId64 ".manifest", version);
+  return io::JoinPath(io::JoinPath(uri, "_versions"), name);
+}
+std::string Table::Impl::HintPath(const std::string& uri) { return io::JoinPath(uri, "_latest"); }
+std::string Table::Impl::TagPath(const std::string& uri, const std::string& name) {
+  return io::JoinPath(io::JoinPath(uri, "_tags"), name);
+}
+
+Result<Manifest> Table::Impl::ReadManifest(io::FileSystem* fs, const std::string& uri, int64_t version) {
+  const std::string path = ManifestPath(uri, version);
+  FW_ASSIGN_OR_RETURN(std::string data, fs->ReadFile(path));
+  FW_ASSIGN_OR_RETURN(Manifest m, Manifest::Decode(data, path));
+  if (m.version != version) {
+    return absl::DataLossError(absl::StrCat("manifest ", path, ": says version ", m.version));
+  }
+  return m;
+}
+
+Result<std::vector<int64_t>> Table::Impl::ListVersions(io::FileSystem* fs, const std::string& uri) {
+  FW_ASSIGN_OR_RETURN(auto entries, fs->List(io::JoinPath(uri, "_versions")));
+  std::vector<int64_t> out;
+  for (const auto& e : entries) {
+    int64_t v = 0;
+    char tail[16] = {0};
+    if (e.name.size() == 29 && std::sscanf(e.name.c_str(), "%20" SCNd64 ".%9s", &v, tail) == 2 &&
+        std::string(tail) == "manifest") {
+      out.push_back(v);
+    }
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+Result<int64_t> Table::Impl::FindLatest(io::FileSystem* fs, const std::string& uri) {
+  // The hint is only a hint: start there if it names an existing manifest,
+  // else list once; then probe forward (no listing) to the newest.
+  int64_t v = 0;
+  auto hint = fs->ReadFile(HintPath(uri));
+  if (hint.ok()) {
+    v = std::strtoll(hint->c_str(), nullptr, 10);
+    if (v > 0) {
+      FW_ASSIGN_OR_RETURN(bool exists, fs->Exists(ManifestPath(uri, v)));
+      if (!exists) v = 0;
+    }
+  }
+  if (v <= 0) {
+    auto versions = ListVersions(fs, uri);
+    if (!versions.ok()) {
+      if (absl::IsNotFound(versions.status())) {
+        return absl::NotFoundError(absl::StrCat("no flywheel table at ", uri));
+      }
+      return versions.status();
+    }
+    if (versions->empty()) return absl::NotFoundError(absl::StrCat("no flywheel table at ", uri));
+    return versions->back();
+  }
+  // Gallop then binary-search for the first missing version.
+  int64_t step = 1;
+  int64_t lo = v;  // exists
+  int64_t hi = -1;  // missing
+  while (hi < 0) {
+    FW_ASSIGN_OR_RETURN(bool exists, fs->Exists(ManifestPath(uri, lo + step)));
+    if (exists) {
+      lo += step;
+      step *= 2;
+    } else {
+      hi = lo + step;
+    }
+  }
+  while (hi - lo > 1) {
+    const int64_t mid = lo + (hi - lo) / 2;
+    FW_ASSIGN_OR_RETURN(bool exists, fs->Exists(ManifestPath(uri, mid)));
+    if (exists) lo = mid;
+    else hi = mid;
+  }
+  return lo;
+}
+
+Result<std::shared_ptr<format::ShardReader>> Table::Impl::Reader(const std::string& uri,
+                                                                 const DataFile& file) {
+  {
+    absl::MutexLock lock(&cache->mu);
+    auto it = cache->readers.find(file.path);
+    if (it != cache->readers.end()) return it->second;
+  }
+  FW_ASSIGN_OR_RETURN(auto reader, format::ShardReader::Open(fs.get(), io::JoinPath(uri, file.path)));
+  absl::MutexLock lock(&cache->mu);
+  cache->readers.emplace(file.path, reader);
+  return reader;
+}
+
+Result<std::shared_ptr<const DeletionVector>> Table::Impl::Deletions(const std::string& uri,
+                                                                     const Fragment& f) {
+  if (f.deletion.path.empty()) return std::shared_ptr<const DeletionVector>();
+  {
+    absl::MutexLock lock(&cache->mu);
+    auto it = cache->dvs.find(f.deletion.path);
+    if (it != cache->dvs.end()) return it->second;
+  }
+  const std::string path = io::JoinPath(uri, f.deletion.path);
+  FW_ASSIGN_OR_RETURN(std::string data, fs->ReadFile(path));
+  FW_ASSIGN_OR_RETURN(DeletionVector dv, DeletionVector::Decode(data, f.num_rows, path));
+  if (dv.count() != f.deletion.count) {
+    return absl::DataLossError(absl::StrCat("deletion vector ", path, " holds ", dv.count(),
+                                            " rows, manifest says ", f.deletion.count));
+  }
+  auto shared = std::make_shared<const DeletionVector>(std::move(dv));
+  absl::MutexLock lock(&cache->mu);
+  cache->dvs.emplace(f.deletion.path, shared);
+  return shared;
+}
+
+namespace {
+// Finds the file and column of `field_id` in fragment `f`; false if absent.
+bool FindField(const Fragment& f, int32_t field_id, const DataFile** file) {
+  for (const auto& df : f.files) {
+    if (std::find(df.field_ids.begin(), df.field_ids.end(), field_id) != df.field_ids.end()) {
+      *file = &df;
+      return true;
+    }
+  }
+  return false;
+}
+
+Result<int> ShardColumn(const format::ShardReader& r, const format::Field& field) {
+  for (int i = 0; i < r.schema().num_fields(); ++i) {
+    if (r.schema().fields[i].id == field.id) {
+      if (!(r.schema().fields[i].type == field.type)) {
+        return absl::DataLossError(absl::StrCat(r.path(), ": field id ", field.id, " has type ",
+                                                r.schema().fields[i].type.ToString(),
+                                                ", manifest says ", field.type.ToString()));
+      }
+      return i;
+    }
+  }
+  return absl::DataLossError(absl::StrCat(r.path(), ": lacks field id ", field.id, " ('",
+                                          field.name, "') that the manifest lists"));
+}
+}  // namespace
+
+Result<Column> Table::Impl::ReadRange(const std::string& uri, const Fragment& f,
+                                      const format::Field& field, int64_t start, int64_t len) {
+  const DataFile* file = nullptr;
+  if (!FindField(f, field.id, &file)) return DefaultColumn(field, len);
+  FW_ASSIGN_OR_RETURN(auto reader, Reader(uri, *file));
+  if (reader->num_rows() != f.num_rows) {
+    return absl::DataLossError(absl::StrCat(reader->path(), " has ", reader->num_rows(),
+                                            " rows, manifest says ", f.num_rows));
+  }
+  FW_ASSIGN_OR_RETURN(int col, ShardColumn(*reader, field));
+  return reader->Read(col, start, len);
+}
+
+Result<Column> Table::Impl::TakeRows(const std::string& uri, const Fragment& f,
+                                     const format::Field& field, const int64_t* rows, size_t n) {
+  const DataFile* file = nullptr;
+  if (!FindField(f, field.id, &file)) return DefaultColumn(field, static_cast<int64_t>(n));
+  FW_ASSIGN_OR_RETURN(auto reader, Reader(uri, *file));
+  if (reader->num_rows() != f.num_rows) {
+    return absl::DataLossError(absl::StrCat(reader->path(), " has ", reader->num_rows(),
+                                            " rows, manifest says ", f.num_rows));
+  }
+  FW_ASSIGN_OR_RETURN(int col, ShardColumn(*reader, field));
+  return reader->Take(col, rows, n);
+}
+
+// ---------------------------------------------------------------- Table
+
+Table::~Table() = default;
+
+namespace {
+Result<std::shared_ptr<Table>> MakeHandle(const std::string& uri, const TableOptions& options,
+                                          Manifest manifest, std::shared_ptr<FileCache> cache);
+}
+
+Result<std::shared_ptr<Table>> Table::Create(const std::string& uri, const format::Schema& schema_in,
+                                             const TableOptions& options_in, const CommitOptions& commit) {
+  TableOptions options = options_in;
+  if (!options.fs) options.fs = io::PosixFileSystem();
+  if (options.writer.empty()) options.writer = DefaultWriter();
+  FW_RETURN_IF_ERROR(options.Validate());
+  FW_RETURN_IF_ERROR_CTX(schema_in.Validate(), "creating table ", uri);
+  Manifest m;
+  m.version = 1;
+  m.timestamp_ms = NowMs();
+  m.operation = Operation{"create", options.writer, commit.properties, {}};
+  m.schema = schema_in;
+  for (auto& f : m.schema.fields) {
+    f.id = m.next_field_id++;
+    if (!f.default_json.empty()) {
+      FW_RETURN_IF_ERROR_CTX(DefaultColumn(f, 1).status(), "creating table ", uri);
+    }
+  }
+  for (const char* dir : {"_versions", "data", "deletions", "_tags"}) {
+    FW_RETURN_IF_ERROR_CTX(options.fs->CreateDirs(io::JoinPath(uri, dir)), "creating table ", uri);
+  }
+  Status s = options.fs->PutIfAbsent(Impl::ManifestPath(uri, 1), m.Encode());
+  if (absl::IsAlreadyExists(s)) {
+    return absl::AlreadyExistsError(absl::StrCat("a table already exists at ", uri));
+  }
+  FW_RETURN_IF_ERROR_CTX(s, "creating table ", uri);
+  (void)options.fs->Put(Impl::HintPath(uri), "1");
+  return MakeHandle(uri, options, std::move(m), std::make_shared<FileCache>());
+}
+
+Result<std::shared_ptr<Table>> Table::Open(const std::string& uri, const OpenOptions& open,
+                                           const TableOptions& options_in) {
+  TableOptions options = options_in;
+  if (!options.fs) options.fs = io::PosixFileSystem();
+  if (options.writer.empty()) options.writer = DefaultWriter();
+  FW_RETURN_IF_ERROR(options.Validate());
+  io::FileSystem* fs = options.fs.get();
+  int64_t version;
+  if (open.tag) {
+    auto data = fs->ReadFile(Impl::TagPath(uri, *open.tag));
+    if (absl::IsNotFound(data.status())) {
+      return absl::NotFoundError(absl::StrCat("table ", uri, " has no tag '", *open.tag, "'"));
+    }
+    FW_RETURN_IF_ERROR_CTX(data.status(), "opening table ", uri);
+    try {
+      version = nlohmann::json::parse(*data).at("version").get<int64_t>();
+    } catch (const nlohmann::json::exception&) {
+      return absl::DataLossError(absl::StrCat("tag file ", Impl::TagPath(uri, *open.tag), " is corrupt"));
+    }
+  } else if (open.version) {
+    version = *open.version;
+  } else {
+    FW_ASSIGN_OR_RETURN(version, Impl::FindLatest(fs, uri));
+  }
+  auto m = Impl::ReadManifest(fs, uri, version);
+  if (absl::IsNotFound(m.status())) {
+    auto versions = Impl::ListVersions(fs, uri);
+    if (!versions.ok() || versions->empty()) {
+      return absl::NotFoundError(absl::StrCat("no flywheel table at ", uri));
+    }
+    return absl::NotFoundError(absl::StrCat("table ", uri, " has no version ", version,
+                                            " (retained versions: ", versions->front(), "..",
+                                            versions->back(), ")"));
+  }
+  FW_RETURN_IF_ERROR_CTX(m.status(), "opening table ", uri, " at version ", version);
+  return MakeHandle(uri, options, std::move(*m), std::make_shared<FileCache>());
+}
+
+Result<std::shared_ptr<Table>> Table::Checkout(int64_t version) const {
+  FW_ASSIGN_OR_RETURN(Manifest m, Impl::ReadManifest(impl_->fs.get(), uri_, version));
+  return MakeHandle(uri_, options_, std::move(m), impl_->cache);
+}
+
+Result<std::shared_ptr<Table>> Table::CheckoutLatest() const {
+  FW_ASSIGN_OR_RETURN(int64_t v, LatestVersion());
+  return Checkout(v);
+}
+
+Result<int64_t> Table::LatestVersion() const { return Impl::FindLatest(impl_->fs.get(), uri_); }
+
+Result<std::vector<VersionInfo>> Table::Versions() const {
+  FW_ASSIGN_OR_RETURN(auto versions, Impl::ListVersions(impl_->fs.get(), uri_));
+  std::vector<VersionInfo> out;
+  for (int64_t v : versions) {
+    auto m = Impl::ReadManifest(impl_->fs.get(), uri_, v);
+    if (absl::IsNotFound(m.status())) continue;  // expired while listing
+    FW_RETURN_IF_ERROR(m.status());
+    out.push_back(VersionInfo{v, m->timestamp_ms, m->operation, m->num_rows(),
+                              static_cast<int64_t>(m->fragments.size())});
+  }
+  return out;
+}
+
+namespace {
+
+Result<std::vector<int>> ResolveColumns(const format::Schema& schema,
+                                        const std::vector<std::string>& names) {
+  std::vector<int> out;
+  if (names.empty()) {
+    for (int i = 0; i < schema.num_fields(); ++i) out.push_back(i);
+    return out;
+  }
+  for (const auto& n : names) {
+    const int i = schema.FieldIndex(n);
+    if (i < 0) {
+      return absl::NotFoundError(absl::StrCat("no column '", n, "' (columns: ", schema.ToString(), ")"));
+    }
+    out.push_back(i);
+  }
+  return out;
+}
+
+format::Schema Project(const format::Schema& schema, const std::vector<int>& cols) {
+  format::Schema s;
+  for (int c : cols) s.fields.push_back(schema.fields[c]);
+  return s;
+}
+
+class TableScan final : public ScanIterator {
+ public:
+  TableScan(std::shared_ptr<const Table> table, Table::Impl* impl, std::vector<int> cols,
+            int64_t batch_rows)
+      : table_(std::move(table)), impl_(impl), cols_(std::move(cols)), batch_rows_(batch_rows),
+        schema_(Project(table_->schema(), cols_)) {}
+
+  Result<std::optional<RecordBatch>> Next() override {
+    const auto& frags = table_->manifest().fragments;
+    if (batch_rows_ > 0) {
+      // Fixed-size batches: gather pieces until full.
+      std::vector<RecordBatch> pieces;
+      int64_t have = 0;
+      while (have < batch_rows_) {
+        FW_ASSIGN_OR_RETURN(auto piece, NextChunk(frags, batch_rows_ - have));
+        if (!piece) break;
+        have += piece->num_rows;
+        pieces.push_back(std::move(*piece));
+      }
+      if (pieces.empty()) return std::optional<RecordBatch>();
+      if (pieces.size() == 1) return std::optional<RecordBatch>(std::move(pieces[0]));
+      RecordBatch out;
+      out.schema = schema_;
+      out.num_rows = have;
+      for (size_t c = 0; c < cols_.size(); ++c) {
+        std::vector<Column> parts;
+        for (auto& p : pieces) parts.push_back(p.columns[c]);
+        out.columns.push_back(format::ConcatColumns(parts));
+      }
+      return std::optional<RecordBatch>(std::move(out));
+    }
+    return NextChunk(frags, INT64_MAX);
+  }
+
+ private:
+  // The next piece of at most `limit` physical rows that lies within one page
+  // of every requested column, with deleted rows removed.
+  Result<std::optional<RecordBatch>> NextChunk(const std::vector<Fragment>& frags, int64_t limit) {
+    while (true) {
+      if (frag_ >= frags.size()) return std::optional<RecordBatch>();
+      const Fragment& f = frags[frag_];
+      if (row_ >= f.num_rows) {
+        frag_++;
+        row_ = 0;
+        continue;
+      }
+      // Chunk end: the nearest page boundary after row_ among requested columns.
+      int64_t end = std::min(f.num_rows, row_ + limit);
+      for (int c : cols_) {
+        const format::Field& field = table_->schema().fields[c];
+        for (const auto& df : f.files) {
+          if (std::find(df.field_ids.begin(), df.field_ids.end(), field.id) == df.field_ids.end()) continue;
+          FW_ASSIGN_OR_RETURN(auto reader, impl_->Reader(table_->uri(), df));
+          for (int sc = 0; sc < reader->schema().num_fields(); ++sc) {
+            if (reader->schema().fields[sc].id != field.id) continue;
+            if (row_ >= reader->num_rows()) break;
+            const auto& pi = reader->pages(sc)[reader->FindPage(sc, row_)];
+            end = std::min(end, pi.first_row + pi.num_rows);
+          }
+        }
+      }
+      const int64_t start = row_;
+      row_ = end;
+      FW_ASSIGN_OR_RETURN(auto dv, impl_->Deletions(table_->uri(), f));
+      std::vector<int64_t> keep;
+      if (dv) {
+        for (int64_t r = start; r < end; ++r) {
+          if (!dv->Contains(r)) keep.push_back(r - start);
+        }
+        if (keep.empty()) continue;
+      }
+      RecordBatch batch;
+      batch.schema = schema_;
+      for (int c : cols_) {
+        FW_ASSIGN_OR_RETURN(Column col, impl_->ReadRange(table_->uri(), f, table_->schema().fields[c],
+                                                         start, end - start));
+        if (dv && static_cast<int64_t>(keep.size()) != end - start) {
+          col = format::TakeColumn(col, keep.data(), keep.size());
+        }
+        batch.columns.push_back(std::move(col));
+      }
+      batch.num_rows = dv ? static_cast<int64_t>(keep.size()) : end - start;
+      return std::optional<RecordBatch>(std::move(batch));
+    }
+  }
+
+  std::shared_ptr<const Table> table_;
+  Table::Impl* impl_;
+  std::vector<int> cols_;
+  int64_t batch_rows_;
+  format::Schema schema_;
+  size_t frag_ = 0;
+  int64_t row_ = 0;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<ScanIterator>> Table::Scan(const ScanOptions& options) const {
+  FW_ASSIGN_OR_RETURN(auto cols, ResolveColumns(schema(), options.columns));
+  if (options.batch_rows < 0) return absl::InvalidArgumentError("batch_rows must be >= 0");
+  // The iterator keeps a snapshot handle alive (it shares the file cache).
+  FW_ASSIGN_OR_RETURN(auto self, MakeHandle(uri_, options_, manifest_, impl_->cache));
+  Table::Impl* impl = self->impl_.get();
+  return std::unique_ptr<ScanIterator>(
+      new TableScan(std::move(self), impl, std::move(cols), options.batch_rows));
+}
+
+Result<RecordBatch> Table::Take(const std::vector<int64_t>& indices,
+                                const std::vector<std::string>& columns) const {
+  FW_ASSIGN_OR_RETURN(auto cols, ResolveColumns(schema(), columns));
+  const auto& frags = manifest_.fragments;
+  const auto& starts = impl_->live_start;
+  const int64_t total = starts.back();
+  const size_t n = indices.size();
+  // Map each global index to (fragment, physical row).
+  std::vector<int32_t> frag_of(n);
+  std::vector<int64_t> phys(n);
+  std::vector<std::shared_ptr<const DeletionVector>> dvs(frags.size());
+  std::vector<uint8_t> dv_loaded(frags.size(), 0);
+  for (size_t i = 0; i < n; ++i) {
+    const int64_t g = indices[i];
+    if (g < 0 || g >= total) {
+      return absl::OutOfRangeError(absl::StrCat("take: row ", g, " is outside [0, ", total,
+                                                ") of table ", uri_, " version ", version()));
+    }
+    const int f = static_cast<int>(std::upper_bound(starts.begin(), starts.end(), g) - starts.begin()) - 1;
+    frag_of[i] = f;
+    int64_t local = g - starts[f];
+    if (frags[f].deletion.count > 0) {
+      if (!dv_loaded[f]) {
+        FW_ASSIGN_OR_RETURN(dvs[f], impl_->Deletions(uri_, frags[f]));
+        dv_loaded[f] = 1;
+      }
+      local = dvs[f]->LiveToPhysical(local);
+    }
+    phys[i] = local;
+  }
+  RecordBatch out;
+  out.schema = Project(schema(), cols);
+  out.num_rows = static_cast<int64_t>(n);
+  const bool one_fragment =
+      n == 0 || std::all_of(frag_of.begin(), frag_of.end(), [&](int32_t f) { return f == frag_of[0]; });
+  if (n == 0) {
+    for (int c : cols) out.columns.push_back(format::MakeNullColumn(schema().fields[c].type, 0, false));
+    return out;
+  }
+  if (one_fragment) {
+    for (int c : cols) {
+      FW_ASSIGN_OR_RETURN(Column col, impl_->TakeRows(uri_, frags[frag_of[0]], schema().fields[c], phys.data(), n));
+      out.columns.push_back(std::move(col));
+    }
+    return out;
+  }
+  // Several fragments: gather per fragment, then put rows back in order.
+  std::vector<std::vector<int64_t>> rows_by_frag(frags.size());
+  std::vector<int64_t> pos_in_concat(n);
+  for (size_t i = 0; i < n; ++i) rows_by_frag[frag_of[i]].push_back(phys[i]);
+  std::vector<int64_t> base(frags.size() + 1, 0);
+  for (size_t f = 0; f < frags.size(); ++f) base[f + 1] = base[f] + static_cast<int64_t>(rows_by_frag[f].size());
+  std::vector<int64_t> cursor(base.begin(), base.end() - 1);
+  for (size_t i = 0; i < n; ++i) pos_in_concat[i] = cursor[frag_of[i]]++;
+  for (int c : cols) {
+    std::vector<Column> parts;
+    for (size_t f = 0; f < frags.size(); ++f) {
+      if (rows_by_frag[f].empty()) continue;
+      FW_ASSIGN_OR_RETURN(Column part, impl_->TakeRows(uri_, frags[f], schema().fields[c],
+                                                       rows_by_frag[f].data(), rows_by_frag[f].size()));
+      parts.push_back(std::move(part));
+    }
+    Column all = format::ConcatColumns(parts);
+    out.columns.push_back(format::TakeColumn(all, pos_in_concat.data(), n));
+  }
+  return out;
+}
+
+Result<std::shared_ptr<Table>> Table::Impl::NewHandle(const std::string& uri, const TableOptions& options,
+                                                      Manifest manifest, std::shared_ptr<FileCache> cache) {
+  std::shared_ptr<Table> t(new Table());
+  t->uri_ = uri;
+  t->options_ = options;
+  t->impl_ = std::make_unique<Impl>();
+  t->impl_->fs = options.fs;
+  t->impl_->cache = std::move(cache);
+  t->manifest_ = std::move(manifest);
+  t->impl_->RebuildIndex(t->manifest_);
+  return t;
+}
+
+void Table::Impl::RebuildIndex(const Manifest& m) {
+  live_start.assign(1, 0);
+  for (const auto& f : m.fragments) live_start.push_back(live_start.back() + f.live_rows());
+}
+
+namespace {
+Result<std::shared_ptr<Table>> MakeHandle(const std::string& uri, const TableOptions& options,
+                                          Manifest manifest, std::shared_ptr<FileCache> cache) {
+  return Table::Impl::NewHandle(uri, options, std::move(manifest), std::move(cache));
+}
+}  // namespace
+
+}  // namespace flywheel::table

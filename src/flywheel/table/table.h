@@ -1,0 +1,182 @@
+// Versioned tables: immutable shard files plus one manifest per version.
+//
+// A Table handle is a snapshot of one version. Reads (Scan, Take) see exactly
+// that version. Writes (Append, Overwrite, Delete, AddColumn, Compact) commit
+// a new version by put-if-absent of the next manifest; when another writer
+// got there first, the commit rebases and retries if the two operations are
+// compatible (appends; deletes of different rows) and fails with Aborted
+// naming both operations otherwise. After a successful write the handle
+// points at the version it committed. Layout and protocol:
+// docs/format/table.md.
+//
+// Thread-safety: a Table is safe for concurrent reads; writes through one
+// handle must not run concurrently with other calls on that handle (use one
+// handle per writer thread; handles are cheap). Any number of processes may
+// write one table concurrently.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "flywheel/base/status.h"
+#include "flywheel/format/column.h"
+#include "flywheel/format/shard.h"
+#include "flywheel/io/file_system.h"
+#include "flywheel/table/manifest.h"
+
+namespace flywheel::table {
+
+struct TableOptions {
+  // Storage; default: the local file system with fsync on publish.
+  std::shared_ptr<io::FileSystem> fs;
+  // How new data files are written (page size, codec).
+  format::ShardWriterOptions shard;
+  // Maximum rows per data file written by Append/Overwrite/Compact.
+  int64_t max_rows_per_file = 1 << 20;
+  // Commit attempts before giving up on a contended table (each attempt
+  // backs off a little longer, randomised). Default 10000.
+  int max_commit_attempts = 10000;
+  // Identity recorded in each commit; default "<hostname>:<pid>".
+  std::string writer;
+
+  Status Validate() const;
+};
+
+struct OpenOptions {
+  std::optional<int64_t> version;  // default: the latest
+  std::optional<std::string> tag;  // open the version a tag names
+};
+
+struct CommitOptions {
+  // Free-form key/values stored with the commit (lineage, job ids, ...).
+  std::map<std::string, std::string> properties;
+};
+
+struct VersionInfo {
+  int64_t version = 0;
+  int64_t timestamp_ms = 0;
+  Operation operation;
+  int64_t num_rows = 0;
+  int64_t num_fragments = 0;
+};
+
+struct CompactOptions {
+  // Fragments with fewer live rows than this are merged. Default 1M.
+  int64_t target_rows = 1 << 20;
+  // Fragments with at least this fraction of rows deleted are rewritten.
+  double max_deleted_fraction = 0.1;
+};
+
+struct ExpireOptions {
+  // Expire versions committed before this time (ms since epoch); -1 = no limit.
+  int64_t older_than_ms = -1;
+  // Always keep at least this many of the newest versions (>= 1).
+  int64_t keep_last = 1;
+};
+
+struct ExpireResult {
+  std::vector<int64_t> expired;
+};
+
+struct VacuumOptions {
+  // Only delete unreferenced files older than this, so files of writers that
+  // are still running are kept. Default one hour; 0 = everything.
+  int64_t grace_period_ms = 3600 * 1000;
+  bool dry_run = false;
+};
+
+struct VacuumResult {
+  std::vector<std::string> deleted;  // relative paths
+  uint64_t bytes_freed = 0;
+};
+
+// A comparison `column op value` for DeleteWhere. `value` is JSON text: a
+// number for numeric columns, a string for string columns.
+struct Predicate {
+  std::string column;
+  std::string op;  // ==, !=, <, <=, >, >=
+  std::string value;
+  static Result<Predicate> Parse(std::string_view text);  // e.g. "x >= 10", "name == \"a\""
+};
+
+class ScanIterator {
+ public:
+  virtual ~ScanIterator() = default;
+  // The next batch, or std::nullopt at the end.
+  virtual Result<std::optional<format::RecordBatch>> Next() = 0;
+};
+
+struct ScanOptions {
+  std::vector<std::string> columns;  // empty = all
+  // 0 (default): batches follow page boundaries so uncompressed columns come
+  // back zero-copy; otherwise batches of exactly this many rows (the last may
+  // be shorter).
+  int64_t batch_rows = 0;
+};
+
+class Table {
+ public:
+  static Result<std::shared_ptr<Table>> Create(const std::string& uri, const format::Schema& schema,
+                                               const TableOptions& options = {},
+                                               const CommitOptions& commit = {});
+  static Result<std::shared_ptr<Table>> Open(const std::string& uri, const OpenOptions& open = {},
+                                             const TableOptions& options = {});
+  ~Table();
+
+  const std::string& uri() const { return uri_; }
+  int64_t version() const { return manifest_.version; }
+  const format::Schema& schema() const { return manifest_.schema; }
+  int64_t num_rows() const { return manifest_.num_rows(); }
+  const Manifest& manifest() const { return manifest_; }
+
+  // Retained versions, oldest first.
+  Result<std::vector<VersionInfo>> Versions() const;
+  // The newest committed version number (may be newer than version()).
+  Result<int64_t> LatestVersion() const;
+  // A handle on another version of the same table.
+  Result<std::shared_ptr<Table>> Checkout(int64_t version) const;
+  Result<std::shared_ptr<Table>> CheckoutLatest() const;
+
+  // ---- reads (see the class comment)
+  Result<std::unique_ptr<ScanIterator>> Scan(const ScanOptions& options = {}) const;
+  // Rows at global indices (any order, repeats allowed) of this version.
+  Result<format::RecordBatch> Take(const std::vector<int64_t>& indices,
+                                   const std::vector<std::string>& columns = {}) const;
+
+  // ---- writes (each commits one version)
+  Status Append(const format::RecordBatch& batch, const CommitOptions& commit = {});
+  Status Overwrite(const format::RecordBatch& batch, const CommitOptions& commit = {});
+  // Deletes rows by their global index in this handle's version.
+  Status Delete(const std::vector<int64_t>& indices, const CommitOptions& commit = {});
+  // Deletes the rows matching `pred`; returns how many.
+  Result<int64_t> DeleteWhere(const Predicate& pred, const CommitOptions& commit = {});
+  // Adds a field; existing rows read it as null (nullable) or its default.
+  Status AddColumn(const format::Field& field, const CommitOptions& commit = {});
+  // Rewrites small and deletion-heavy fragments; returns fragments rewritten.
+  Result<int64_t> Compact(const CompactOptions& options = {}, const CommitOptions& commit = {});
+
+  // ---- version management (not commits)
+  Status Tag(const std::string& name, std::optional<int64_t> version = std::nullopt);
+  Status Untag(const std::string& name);
+  Result<std::map<std::string, int64_t>> Tags() const;
+  Result<ExpireResult> Expire(const ExpireOptions& options);
+  Result<VacuumResult> Vacuum(const VacuumOptions& options = {});
+
+  // Internal: used by the implementation (commit.cc); not part of the API.
+  struct Impl;
+
+ private:
+  Table() = default;
+  std::string uri_;
+  TableOptions options_;
+  Manifest manifest_;
+  std::unique_ptr<Impl> impl_;
+  friend struct Impl;
+};
+
+}  // namespace flywheel::table
