@@ -463,7 +463,7 @@ class TableScan final : public ScanIterator {
         continue;
       }
       // Chunk end: the nearest page boundary after row_ among requested columns.
-      int64_t end = std::min(f.num_rows, row_ + limit);
+      int64_t end = limit >= f.num_rows - row_ ? f.num_rows : row_ + limit;
       for (int c : cols_) {
         const format::Field& field = table_->schema().fields[c];
         for (const auto& df : f.files) {

@@ -1,1 +1,308 @@
+#include "flywheel/table/table.h"
+
 #include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <numeric>
+
+#include "flywheel/format/column.h"
+
+namespace flywheel::table {
+namespace {
+
+using format::Column;
+using format::DataType;
+using format::RecordBatch;
+using format::Schema;
+using format::TypeId;
+
+class TableTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/fw_table_test.XXXXXX";
+    ASSERT_NE(mkdtemp(tmpl), nullptr);
+    dir_ = tmpl;
+    uri_ = dir_ + "/t";
+    options_.fs = io::PosixFileSystem(io::PosixOptions{.sync = false});
+    options_.shard.page_size = 1024;
+  }
+  void TearDown() override { std::system(("rm -rf " + dir_).c_str()); }
+
+  Schema TestSchema() { return *Schema::Parse("id:int64, emb:float32[4], name:string?"); }
+
+  // Rows [start, start+n): id = i, emb = (i, i+.25, i+.5, i+.75), name = "r<i>" or null when i%7==0.
+  RecordBatch Rows(int64_t start, int64_t n) {
+    RecordBatch b;
+    b.schema = TestSchema();
+    b.num_rows = n;
+    std::vector<int64_t> ids(n);
+    std::vector<float> emb(n * 4);
+    std::vector<std::string> names(n);
+    std::vector<bool> valid(n);
+    for (int64_t i = 0; i < n; ++i) {
+      ids[i] = start + i;
+      for (int k = 0; k < 4; ++k) emb[i * 4 + k] = static_cast<float>(start + i) + 0.25f * k;
+      names[i] = "r" + std::to_string(start + i);
+      valid[i] = (start + i) % 7 != 0;
+    }
+    b.columns.push_back(format::MakeFixedColumn(DataType::Scalar(TypeId::kInt64), std::move(ids)));
+    b.columns.push_back(format::MakeFixedColumn(DataType::Tensor(TypeId::kFloat32, {4}), std::move(emb)));
+    Column names_col = format::MakeStringColumn(names);
+    format::SetValidity(names_col, valid);
+    b.columns.push_back(std::move(names_col));
+    return b;
+  }
+
+  // All ids of a table version, in scan order.
+  std::vector<int64_t> Ids(const Table& t, int64_t batch_rows = 0) {
+    std::vector<int64_t> out;
+    auto it = t.Scan(ScanOptions{{"id"}, batch_rows});
+    EXPECT_TRUE(it.ok()) << it.status();
+    while (true) {
+      auto b = (*it)->Next();
+      EXPECT_TRUE(b.ok()) << b.status();
+      if (!b.ok() || !b->has_value()) break;
+      const Column& c = (**b).columns[0];
+      for (int64_t i = 0; i < c.length; ++i) out.push_back(c.values.as<int64_t>()[i]);
+    }
+    return out;
+  }
+
+  std::vector<int64_t> Range(int64_t a, int64_t b) {
+    std::vector<int64_t> v(b - a);
+    std::iota(v.begin(), v.end(), a);
+    return v;
+  }
+
+  std::string dir_, uri_;
+  TableOptions options_;
+};
+
+TEST_F(TableTest, CreateAppendScanAndTimeTravel) {
+  auto t = Table::Create(uri_, TestSchema(), options_);
+  ASSERT_TRUE(t.ok()) << t.status();
+  EXPECT_EQ((*t)->version(), 1);
+  EXPECT_EQ((*t)->num_rows(), 0);
+  ASSERT_TRUE((*t)->Append(Rows(0, 500)).ok());
+  ASSERT_TRUE((*t)->Append(Rows(500, 300)).ok());
+  EXPECT_EQ((*t)->version(), 3);
+  EXPECT_EQ((*t)->num_rows(), 800);
+  EXPECT_EQ(Ids(**t), Range(0, 800));
+  EXPECT_EQ(Ids(**t, 64), Range(0, 800));
+
+  auto v2 = Table::Open(uri_, OpenOptions{.version = 2}, options_);
+  ASSERT_TRUE(v2.ok()) << v2.status();
+  EXPECT_EQ(Ids(**v2), Range(0, 500));
+  auto latest = Table::Open(uri_, {}, options_);
+  ASSERT_TRUE(latest.ok());
+  EXPECT_EQ((*latest)->version(), 3);
+
+  auto missing = Table::Open(uri_, OpenOptions{.version = 9}, options_);
+  EXPECT_TRUE(absl::IsNotFound(missing.status()));
+  EXPECT_NE(missing.status().message().find("retained versions: 1..3"), std::string::npos)
+      << missing.status();
+  EXPECT_TRUE(absl::IsAlreadyExists(Table::Create(uri_, TestSchema(), options_).status()));
+}
+
+TEST_F(TableTest, ScanReturnsValuesNullsAndZeroCopyViews) {
+  auto t = *Table::Create(uri_, TestSchema(), options_);
+  ASSERT_TRUE(t->Append(Rows(0, 100)).ok());
+  auto it = *t->Scan();
+  int64_t row = 0;
+  while (true) {
+    auto b = *it->Next();
+    if (!b) break;
+    for (int64_t i = 0; i < b->num_rows; ++i, ++row) {
+      EXPECT_EQ(b->columns[0].values.as<int64_t>()[i], row);
+      EXPECT_FLOAT_EQ(b->columns[1].values.as<float>()[i * 4 + 3], row + 0.75f);
+      EXPECT_EQ(b->columns[2].IsValid(i), row % 7 != 0);
+      if (row % 7 != 0) {
+        EXPECT_EQ(b->columns[2].GetBytes(i), "r" + std::to_string(row));
+      }
+    }
+    // Uncompressed fixed-width pages are views of the mapped file.
+    EXPECT_NE(b->columns[0].values.owner, nullptr);
+  }
+  EXPECT_EQ(row, 100);
+}
+
+TEST_F(TableTest, TakeAcrossFragmentsInAnyOrder) {
+  auto t = *Table::Create(uri_, TestSchema(), options_);
+  ASSERT_TRUE(t->Append(Rows(0, 300)).ok());
+  ASSERT_TRUE(t->Append(Rows(300, 300)).ok());
+  std::vector<int64_t> idx = {599, 0, 301, 299, 42, 42, 300};
+  auto b = t->Take(idx);
+  ASSERT_TRUE(b.ok()) << b.status();
+  ASSERT_EQ(b->num_rows, 7);
+  for (size_t i = 0; i < idx.size(); ++i) {
+    EXPECT_EQ(b->columns[0].values.as<int64_t>()[i], idx[i]);
+    EXPECT_FLOAT_EQ(b->columns[1].values.as<float>()[i * 4 + 1], idx[i] + 0.25f);
+    EXPECT_EQ(b->columns[2].IsValid(i), idx[i] % 7 != 0);
+    if (idx[i] % 7) {
+      EXPECT_EQ(b->columns[2].GetBytes(i), "r" + std::to_string(idx[i]));
+    }
+  }
+  auto bad = t->Take({600});
+  EXPECT_TRUE(absl::IsOutOfRange(bad.status()));
+  auto nocol = t->Take({1}, {"nope"});
+  EXPECT_TRUE(absl::IsNotFound(nocol.status()));
+}
+
+TEST_F(TableTest, DeleteByIndexAndPredicateThenCompact) {
+  auto t = *Table::Create(uri_, TestSchema(), options_);
+  ASSERT_TRUE(t->Append(Rows(0, 100)).ok());
+  ASSERT_TRUE(t->Append(Rows(100, 100)).ok());
+  ASSERT_TRUE(t->Delete({0, 5, 150}).ok());
+  EXPECT_EQ(t->num_rows(), 197);
+  auto where = t->DeleteWhere(*Predicate::Parse("id >= 190"));
+  ASSERT_TRUE(where.ok()) << where.status();
+  EXPECT_EQ(*where, 10);
+  std::vector<int64_t> expect;
+  for (int64_t i = 0; i < 190; ++i) {
+    if (i != 0 && i != 5 && i != 150) expect.push_back(i);
+  }
+  EXPECT_EQ(Ids(*t), expect);
+  // Take sees live rows only.
+  auto b = *t->Take({0, 4, 5});
+  EXPECT_EQ(b.columns[0].values.as<int64_t>()[0], 1);
+  EXPECT_EQ(b.columns[0].values.as<int64_t>()[1], 6);
+  EXPECT_EQ(b.columns[0].values.as<int64_t>()[2], 7);
+  const int64_t before = t->version();
+  auto n = t->Compact();
+  ASSERT_TRUE(n.ok()) << n.status();
+  EXPECT_EQ(*n, 2);
+  EXPECT_EQ(t->manifest().fragments.size(), 1u);
+  EXPECT_EQ(t->manifest().fragments[0].deletion.count, 0);
+  EXPECT_EQ(Ids(*t), expect);
+  // Older versions still read their rows.
+  EXPECT_EQ(Ids(**t->Checkout(before - 2)), Range(0, 200));
+  // Predicate on strings.
+  auto sdel = t->DeleteWhere(*Predicate::Parse("name == \"r10\""));
+  ASSERT_TRUE(sdel.ok()) << sdel.status();
+  EXPECT_EQ(*sdel, 1);
+  EXPECT_FALSE(Predicate::Parse("id ~ 3").ok());
+}
+
+TEST_F(TableTest, AddColumnReadsNullOrDefaultForOldRows) {
+  auto t = *Table::Create(uri_, TestSchema(), options_);
+  ASSERT_TRUE(t->Append(Rows(0, 10)).ok());
+  format::Field score{"score", DataType::Scalar(TypeId::kFloat64), false, -1, "1.5"};
+  ASSERT_TRUE(t->AddColumn(score).ok());
+  format::Field note{"note", DataType::String(), true, -1, ""};
+  ASSERT_TRUE(t->AddColumn(note).ok());
+  format::Field bad{"bad", DataType::Scalar(TypeId::kInt32), false, -1, ""};
+  EXPECT_TRUE(absl::IsInvalidArgument(t->AddColumn(bad)));
+  EXPECT_TRUE(absl::IsAlreadyExists(t->AddColumn(note)));
+  auto b = *t->Take({3}, {"score", "note"});
+  EXPECT_DOUBLE_EQ(b.columns[0].values.as<double>()[0], 1.5);
+  EXPECT_FALSE(b.columns[1].IsValid(0));
+  // New rows carry the new columns; the field ids are stable.
+  RecordBatch more = Rows(10, 2);
+  more.schema.fields.push_back(score);
+  more.columns.push_back(format::MakeFixedColumn(DataType::Scalar(TypeId::kFloat64), std::vector<double>{7, 8}));
+  ASSERT_TRUE(t->Append(more).ok());
+  auto c = *t->Take({11, 0}, {"score"});
+  EXPECT_DOUBLE_EQ(c.columns[0].values.as<double>()[0], 8);
+  EXPECT_DOUBLE_EQ(c.columns[0].values.as<double>()[1], 1.5);
+}
+
+TEST_F(TableTest, AppendRejectsMismatchedBatches) {
+  auto t = *Table::Create(uri_, TestSchema(), options_);
+  RecordBatch b = Rows(0, 3);
+  b.columns[0] = format::MakeFixedColumn(DataType::Scalar(TypeId::kInt32), std::vector<int32_t>{1, 2, 3});
+  Status s = t->Append(b);
+  EXPECT_TRUE(absl::IsInvalidArgument(s));
+  EXPECT_NE(s.message().find("'id'"), std::string::npos) << s;
+  EXPECT_EQ(t->version(), 1);
+}
+
+TEST_F(TableTest, TagsExpireAndVacuum) {
+  auto t = *Table::Create(uri_, TestSchema(), options_);
+  for (int i = 0; i < 5; ++i) ASSERT_TRUE(t->Append(Rows(i * 10, 10)).ok());
+  ASSERT_TRUE(t->Tag("v3", 3).ok());
+  EXPECT_TRUE(absl::IsAlreadyExists(t->Tag("v3", 4)));
+  EXPECT_FALSE(t->Tag("../x").ok());
+  auto tagged = Table::Open(uri_, OpenOptions{.tag = "v3"}, options_);
+  ASSERT_TRUE(tagged.ok());
+  EXPECT_EQ((*tagged)->version(), 3);
+  ASSERT_TRUE(t->Overwrite(Rows(1000, 5)).ok());  // version 7 replaces all rows
+  auto exp = t->Expire(ExpireOptions{.older_than_ms = -1, .keep_last = 1});
+  ASSERT_TRUE(exp.ok()) << exp.status();
+  EXPECT_EQ(exp->expired, (std::vector<int64_t>{1, 2, 4, 5, 6}));
+  auto versions = *t->Versions();
+  ASSERT_EQ(versions.size(), 2u);
+  EXPECT_EQ(versions[0].version, 3);
+  EXPECT_EQ(versions[1].version, 7);
+  auto vac = t->Vacuum(VacuumOptions{.grace_period_ms = 0});
+  ASSERT_TRUE(vac.ok()) << vac.status();
+  // Appends 3..5 wrote files no retained version uses: versions 4, 5 and 6.
+  EXPECT_EQ(vac->deleted.size(), 3u);
+  EXPECT_EQ(Ids(**Table::Open(uri_, OpenOptions{.tag = "v3"}, options_)), Range(0, 20));
+  EXPECT_EQ(Ids(*t), Range(1000, 1005));
+  ASSERT_TRUE(t->Untag("v3").ok());
+  EXPECT_TRUE(absl::IsNotFound(t->Untag("v3")));
+}
+
+TEST_F(TableTest, ConcurrentAppendsFromTwoHandlesRebase) {
+  auto a = *Table::Create(uri_, TestSchema(), options_);
+  auto b = *Table::Open(uri_, {}, options_);
+  ASSERT_TRUE(a->Append(Rows(0, 10)).ok());
+  ASSERT_TRUE(b->Append(Rows(10, 10)).ok());  // based on v1, rebases onto v2
+  EXPECT_EQ(b->version(), 3);
+  EXPECT_EQ(b->num_rows(), 20);
+}
+
+TEST_F(TableTest, DeleteRacingCompactionOneWinsOtherConflicts) {
+  auto t = *Table::Create(uri_, TestSchema(), options_);
+  ASSERT_TRUE(t->Append(Rows(0, 10)).ok());
+  ASSERT_TRUE(t->Append(Rows(10, 10)).ok());
+  auto deleter = *Table::Open(uri_, {}, options_);
+  auto compactor = *Table::Open(uri_, {}, options_);
+  ASSERT_TRUE(compactor->Compact().ok());
+  Status s = deleter->Delete({3});
+  EXPECT_TRUE(absl::IsAborted(s)) << s;
+  EXPECT_NE(s.message().find("delete"), std::string::npos) << s;
+  EXPECT_NE(s.message().find("compact"), std::string::npos) << s;
+  auto latest = *Table::Open(uri_, {}, options_);
+  EXPECT_EQ(Ids(*latest), Range(0, 20));  // nothing lost or resurrected
+}
+
+TEST_F(TableTest, DisjointDeletesRebaseOverlappingConflict) {
+  auto t = *Table::Create(uri_, TestSchema(), options_);
+  ASSERT_TRUE(t->Append(Rows(0, 10)).ok());
+  auto a = *Table::Open(uri_, {}, options_);
+  auto b = *Table::Open(uri_, {}, options_);
+  auto c = *Table::Open(uri_, {}, options_);
+  ASSERT_TRUE(a->Delete({1}).ok());
+  ASSERT_TRUE(b->Delete({2}).ok());
+  EXPECT_EQ(b->num_rows(), 8);
+  Status s = c->Delete({2, 3});
+  EXPECT_TRUE(absl::IsAborted(s)) << s;
+  auto latest = *Table::Open(uri_, {}, options_);
+  std::vector<int64_t> expect = {0, 3, 4, 5, 6, 7, 8, 9};
+  EXPECT_EQ(Ids(*latest), expect);
+}
+
+TEST_F(TableTest, OverwriteConflictsWithConcurrentAppend) {
+  auto t = *Table::Create(uri_, TestSchema(), options_);
+  auto other = *Table::Open(uri_, {}, options_);
+  ASSERT_TRUE(t->Append(Rows(0, 10)).ok());
+  Status s = other->Overwrite(Rows(100, 1));
+  EXPECT_TRUE(absl::IsAborted(s)) << s;
+  EXPECT_NE(s.message().find("overwrite"), std::string::npos);
+  EXPECT_NE(s.message().find("append"), std::string::npos);
+}
+
+TEST_F(TableTest, CommitRecordsOperationWriterAndProperties) {
+  auto t = *Table::Create(uri_, TestSchema(), options_);
+  ASSERT_TRUE(t->Append(Rows(0, 3), CommitOptions{{{"job", "ingest-7"}}}).ok());
+  auto versions = *t->Versions();
+  ASSERT_EQ(versions.size(), 2u);
+  EXPECT_EQ(versions[1].operation.type, "append");
+  EXPECT_EQ(versions[1].operation.properties.at("job"), "ingest-7");
+  EXPECT_FALSE(versions[1].operation.writer.empty());
+  EXPECT_EQ(versions[1].num_rows, 3);
+}
+
+}  // namespace
+}  // namespace flywheel::table

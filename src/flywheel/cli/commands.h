@@ -1,0 +1,13 @@
+// Command groups of the `flywheel` binary; one file per group.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <functional>
+
+namespace flywheel::cli {
+
+// Each group adds its subcommands to `app`. A subcommand's callback sets the
+// process exit code through `exit_code`.
+void AddTableCommands(CLI::App& app, int* exit_code);
+
+}  // namespace flywheel::cli

@@ -1,0 +1,19 @@
+// The `flywheel` command. `flywheel --help` lists the command groups;
+// `flywheel GROUP COMMAND --help` documents each command.
+#include <cstdio>
+
+#include "flywheel/cli/commands.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"flywheel: versioned training data, fast loading and RL experience replay"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", "flywheel 0.1.0");
+  int exit_code = 0;
+  flywheel::cli::AddTableCommands(app, &exit_code);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  return exit_code;
+}
