@@ -1,6 +1,10 @@
 #include "flywheel/cli/json_rows.h"
 
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <nlohmann/json.hpp>
 
 #include "absl/strings/str_cat.h"
@@ -191,7 +195,17 @@ json ScalarJson(TypeId id, const uint8_t* p) {
     case TypeId::kUInt32: return get(uint32_t{});
     case TypeId::kUInt64: return get(uint64_t{});
     case TypeId::kFloat16: return HalfToDouble(get(uint16_t{}));
-    case TypeId::kFloat32: return get(float{});
+    case TypeId::kFloat32: {
+      // Shortest decimal that reads back as the same float, so 0.1f prints as 0.1.
+      const float f = get(float{});
+      if (!std::isfinite(f)) return static_cast<double>(f);
+      char buf[32];
+      for (int prec = 6; prec <= 9; ++prec) {
+        std::snprintf(buf, sizeof buf, "%.*g", prec, static_cast<double>(f));
+        if (std::strtof(buf, nullptr) == f) break;
+      }
+      return std::strtod(buf, nullptr);
+    }
     case TypeId::kFloat64: return get(double{});
     default: return nullptr;
   }

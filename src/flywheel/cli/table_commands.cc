@@ -108,22 +108,25 @@ void AddTableCommands(CLI::App& app, int* rc) {
     auto path = std::make_shared<std::string>();
     auto schema = std::make_shared<std::string>();
     auto codec = std::make_shared<std::string>("none");
+    auto page_size = std::make_shared<int64_t>(0);
     cmd->add_option("path", *path, "Table directory")->required();
     cmd->add_option("--schema", *schema,
                     "Columns as name:type, comma separated; '?' marks nullable.\n"
                     "Types: bool int8..int64 uint8..uint64 float16 float32 float64,\n"
                     "tensors like float32[16] or uint8[32,32,3], string, binary, list<int32>")
         ->required();
-    cmd->add_option("--codec", *codec, "Page codec for data written later: none, lz4, zstd")
+    cmd->add_option("--codec", *codec, "Page codec of every data file the table gets: none, lz4, zstd")
         ->capture_default_str();
+    cmd->add_option("--page-size", *page_size, "Target page size in bytes (default 262144)");
     cmd->callback([=] {
       auto s = format::Schema::Parse(*schema);
       if (!s.ok()) return void(*rc = Fail(s.status()));
       auto c = format::ParseCodec(*codec);
       if (!c.ok()) return void(*rc = Fail(c.status()));
-      table::CommitOptions co;
-      co.properties["codec"] = *codec;
-      auto t = Table::Create(*path, *s, {}, co);
+      table::TableOptions to;
+      to.shard.codec = *c;
+      if (*page_size > 0) to.shard.page_size = static_cast<size_t>(*page_size);
+      auto t = Table::Create(*path, *s, to);
       if (!t.ok()) return void(*rc = Fail(t.status()));
       std::printf("created %s (version 1): %s\n", path->c_str(), s->ToString().c_str());
     });
@@ -185,6 +188,10 @@ void AddTableCommands(CLI::App& app, int* rc) {
       std::printf("rows     %lld (%lld deleted rows not yet compacted)\n",
                   static_cast<long long>(m.num_rows()), static_cast<long long>(deleted));
       std::printf("data     %zu fragments, %s\n", m.fragments.size(), HumanBytes(bytes).c_str());
+      if (m.config.count("codec")) {
+        std::printf("storage  codec %s, pages of %s bytes\n", m.config.at("codec").c_str(),
+                    m.config.count("page_size") ? m.config.at("page_size").c_str() : "?");
+      }
       std::printf("schema\n");
       for (const auto& f : m.schema.fields) {
         std::printf("  %-20s %s%s%s\n", f.name.c_str(), f.type.ToString().c_str(), f.nullable ? " (nullable)" : "",

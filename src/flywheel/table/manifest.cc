@@ -80,6 +80,7 @@ std::string Manifest::Encode() const {
       {"next_field_id", next_field_id},
       {"next_fragment_id", next_fragment_id},
       {"fragments", frags},
+      {"config", config},
   };
   const std::string body = j.dump();
   char header[96];
@@ -124,6 +125,7 @@ Result<Manifest> Manifest::Decode(std::string_view data, std::string_view what) 
     FW_ASSIGN_OR_RETURN_CTX(m.schema, SchemaFrom(j.at("schema")), "manifest ", AsAbsl(what));
     m.next_field_id = j.at("next_field_id").get<int32_t>();
     m.next_fragment_id = j.at("next_fragment_id").get<int64_t>();
+    m.config = j.value("config", std::map<std::string, std::string>{});
     for (const auto& jf : j.at("fragments")) {
       Fragment f;
       f.id = jf.at("id").get<int64_t>();

@@ -55,6 +55,9 @@ struct Manifest {
   int32_t next_field_id = 0;
   int64_t next_fragment_id = 0;
   std::vector<Fragment> fragments;
+  // Table settings chosen at create time that every writer follows
+  // ("codec", "page_size", "zstd_level").
+  std::map<std::string, std::string> config;
 
   int64_t num_rows() const;
   // Serialized form: a checksummed envelope around JSON (docs/format/table.md).

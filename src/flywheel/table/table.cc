@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cinttypes>
+#include <cstdlib>
 #include <cstdio>
 #include <nlohmann/json.hpp>
 #include <random>
@@ -310,6 +311,9 @@ Result<std::shared_ptr<Table>> Table::Create(const std::string& uri, const forma
   m.timestamp_ms = NowMs();
   m.operation = Operation{"create", options.writer, commit.properties, {}};
   m.schema = schema_in;
+  m.config = {{"codec", std::string(format::CodecName(options.shard.codec))},
+              {"page_size", std::to_string(options.shard.page_size)},
+              {"zstd_level", std::to_string(options.shard.zstd_level)}};
   for (auto& f : m.schema.fields) {
     f.id = m.next_field_id++;
     if (!f.default_json.empty()) {
@@ -601,6 +605,17 @@ Result<std::shared_ptr<Table>> Table::Impl::NewHandle(const std::string& uri, co
   t->impl_->cache = std::move(cache);
   t->manifest_ = std::move(manifest);
   t->impl_->RebuildIndex(t->manifest_);
+  if (options.use_table_config) {
+    const auto& cfg = t->manifest_.config;
+    auto codec = cfg.count("codec") ? format::ParseCodec(cfg.at("codec")) : Result<format::Codec>(options.shard.codec);
+    if (!codec.ok()) {
+      return Annotate(codec.status(), absl::StrCat("table ", uri, " config"));
+    }
+    t->options_.shard.codec = *codec;
+    if (cfg.count("page_size")) t->options_.shard.page_size = std::strtoull(cfg.at("page_size").c_str(), nullptr, 10);
+    if (cfg.count("zstd_level")) t->options_.shard.zstd_level = std::atoi(cfg.at("zstd_level").c_str());
+    FW_RETURN_IF_ERROR_CTX(t->options_.shard.Validate(), "table ", uri, " config");
+  }
   return t;
 }
 

@@ -34,8 +34,11 @@ namespace flywheel::table {
 struct TableOptions {
   // Storage; default: the local file system with fsync on publish.
   std::shared_ptr<io::FileSystem> fs;
-  // How new data files are written (page size, codec).
+  // How new data files are written (page size, codec). Create() records
+  // codec, page size and zstd level in the table's config; handles opened
+  // later follow the table's config unless `use_table_config` is false.
   format::ShardWriterOptions shard;
+  bool use_table_config = true;
   // Maximum rows per data file written by Append/Overwrite/Compact.
   int64_t max_rows_per_file = 1 << 20;
   // Commit attempts before giving up on a contended table (each attempt

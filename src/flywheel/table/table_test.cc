@@ -306,3 +306,31 @@ TEST_F(TableTest, CommitRecordsOperationWriterAndProperties) {
 
 }  // namespace
 }  // namespace flywheel::table
+
+namespace flywheel::table {
+namespace {
+
+TEST(TableConfigTest, CodecChosenAtCreateIsUsedByLaterWriters) {
+  char tmpl[] = "/tmp/fw_table_cfg.XXXXXX";
+  ASSERT_NE(mkdtemp(tmpl), nullptr);
+  const std::string uri = std::string(tmpl) + "/t";
+  TableOptions opts;
+  opts.fs = io::PosixFileSystem(io::PosixOptions{.sync = false});
+  opts.shard.codec = format::Codec::kZstd;
+  auto schema = *format::Schema::Parse("x:int64");
+  ASSERT_TRUE(Table::Create(uri, schema, opts).ok());
+  auto t = *Table::Open(uri, {}, TableOptions{.fs = opts.fs});  // default options
+  format::RecordBatch b;
+  b.schema = schema;
+  b.num_rows = 1000;
+  b.columns.push_back(format::MakeFixedColumn(format::DataType::Scalar(format::TypeId::kInt64),
+                                              std::vector<int64_t>(1000, 7)));
+  ASSERT_TRUE(t->Append(b).ok());
+  auto reader = *format::ShardReader::Open(opts.fs.get(), uri + "/" + t->manifest().fragments[0].files[0].path);
+  EXPECT_EQ(reader->pages(0)[0].codec, format::Codec::kZstd);
+  EXPECT_EQ(t->manifest().config.at("codec"), "zstd");
+  std::system((std::string("rm -rf ") + tmpl).c_str());
+}
+
+}  // namespace
+}  // namespace flywheel::table
