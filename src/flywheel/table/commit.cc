@@ -59,6 +59,19 @@ Status Table::Impl::Commit(Table* t, const CommitOptions& commit, PendingCommit 
     next.timestamp_ms = std::max(NowMs(), base.timestamp_ms);
     next.operation = Operation{op.type, t->options_.writer, commit.properties, op.details};
     FW_RETURN_IF_ERROR_CTX(op.apply(base, &next), op.type, " on table ", t->uri_);
+    // Expire frees version numbers, so base+1 being free does not prove that
+    // nobody committed after `base`: a newer retained version does. Versions
+    // expired in between cannot be checked for conflicts, so refuse (regression:
+    // a stale writer once republished an expired number and hid newer commits).
+    FW_ASSIGN_OR_RETURN(auto retained, ListVersions(fs, t->uri_));
+    if (!retained.empty() && retained.back() > base.version &&
+        !std::binary_search(retained.begin(), retained.end(), base.version + 1)) {
+      Metric().conflicts_failed->Increment();
+      return absl::AbortedError(absl::StrCat(
+          "commit conflict on table ", t->uri_, ": ", op.type, " is based on version ", base.version,
+          " but versions ", base.version + 1, "..", retained.back() - 1,
+          " were expired since, so it cannot be checked against them; reopen the table and retry"));
+    }
     Status s = fs->PutIfAbsent(ManifestPath(t->uri_, next.version), next.Encode());
     if (s.ok()) {
       t->manifest_ = std::move(next);

@@ -68,7 +68,11 @@ Result<std::map<std::string, int64_t>> Table::Tags() const {
     if (absl::IsNotFound(data.status())) continue;
     FW_RETURN_IF_ERROR(data.status());
     try {
-      out[e.name] = nlohmann::json::parse(*data).at("version").get<int64_t>();
+      const auto j = nlohmann::json::parse(*data);
+      if (!j.at("version").is_number_integer()) {
+        return absl::DataLossError(absl::StrCat("tag file ", Impl::TagPath(uri_, e.name), " is corrupt"));
+      }
+      out[e.name] = j.at("version").get<int64_t>();
     } catch (const nlohmann::json::exception&) {
       return absl::DataLossError(absl::StrCat("tag file ", Impl::TagPath(uri_, e.name), " is corrupt"));
     }
@@ -80,6 +84,7 @@ Result<ExpireResult> Table::Expire(const ExpireOptions& options) {
   if (options.keep_last < 1) return absl::InvalidArgumentError("expire: keep_last must be >= 1");
   FW_ASSIGN_OR_RETURN(auto versions, Impl::ListVersions(impl_->fs.get(), uri_));
   FW_ASSIGN_OR_RETURN(auto tags, Tags());
+  if (!versions.empty()) (void)impl_->fs->Put(Impl::HintPath(uri_), std::to_string(versions.back()));
   std::set<int64_t> tagged;
   for (const auto& [name, v] : tags) tagged.insert(v);
   ExpireResult result;

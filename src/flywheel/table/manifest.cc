@@ -144,6 +144,10 @@ Result<Manifest> Manifest::Decode(std::string_view data, std::string_view what) 
       if (f.num_rows < 0 || f.deletion.count < 0 || f.deletion.count > f.num_rows) {
         return fail("fragment ", f.id, " has inconsistent row counts");
       }
+      if (f.deletion.path.empty() != (f.deletion.count == 0)) {
+        return fail("fragment ", f.id, " has a deletion entry with ",
+                    f.deletion.path.empty() ? "a count but no file" : "a file but no rows");
+      }
       m.fragments.push_back(std::move(f));
     }
   } catch (const json::exception& e) {

@@ -2,7 +2,11 @@
 // management in maintenance.cc. Protocol: docs/format/table.md.
 #include "flywheel/table/table.h"
 
+#include <sys/random.h>
 #include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
 
 #include <algorithm>
 #include <chrono>
@@ -10,9 +14,9 @@
 #include <cstdlib>
 #include <cstdio>
 #include <nlohmann/json.hpp>
-#include <random>
 
 #include "absl/strings/str_cat.h"
+#include "flywheel/base/rng.h"
 #include "flywheel/table/internal.h"
 
 namespace flywheel::table {
@@ -23,14 +27,26 @@ using format::RecordBatch;
 // ---------------------------------------------------------------- helpers
 
 std::string NewFileId() {
-  static thread_local std::mt19937_64 rng = [] {
-    std::random_device rd;
-    return std::mt19937_64((static_cast<uint64_t>(rd()) << 32) ^ rd() ^
-                           (static_cast<uint64_t>(getpid()) << 16) ^
-                           static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count()));
-  }();
+  // Each id comes straight from the kernel: no generator state that fork()
+  // could copy into several writers (regression: forked writers once drew
+  // identical ids from an inherited thread_local generator).
+  uint64_t r[2] = {0, 0};
+  size_t got = 0;
+  while (got < sizeof r) {
+    const ssize_t n = getrandom(reinterpret_cast<char*>(r) + got, sizeof r - got, 0);
+    if (n > 0) {
+      got += static_cast<size_t>(n);
+    } else if (n < 0 && errno != EINTR) {
+      // No kernel entropy: fall back to time, pid and a counter, mixed.
+      static std::atomic<uint64_t> counter{0};
+      r[0] = Mix64(static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count()) ^
+                   (static_cast<uint64_t>(getpid()) << 32));
+      r[1] = Mix64(r[0] ^ counter.fetch_add(1));
+      break;
+    }
+  }
   char buf[40];
-  std::snprintf(buf, sizeof buf, "%016" PRIx64 "%016" PRIx64, rng(), rng());
+  std::snprintf(buf, sizeof buf, "%016" PRIx64 "%016" PRIx64, r[0], r[1]);
   return buf;
 }
 
@@ -217,7 +233,13 @@ Result<std::shared_ptr<format::ShardReader>> Table::Impl::Reader(const std::stri
 
 Result<std::shared_ptr<const DeletionVector>> Table::Impl::Deletions(const std::string& uri,
                                                                      const Fragment& f) {
-  if (f.deletion.path.empty()) return std::shared_ptr<const DeletionVector>();
+  if (f.deletion.path.empty()) {
+    if (f.deletion.count != 0) {
+      return absl::DataLossError(absl::StrCat("table ", uri, ": fragment ", f.id, " says ",
+                                              f.deletion.count, " rows are deleted but names no deletion vector"));
+    }
+    return std::shared_ptr<const DeletionVector>();
+  }
   {
     absl::MutexLock lock(&cache->mu);
     auto it = cache->dvs.find(f.deletion.path);
@@ -347,7 +369,9 @@ Result<std::shared_ptr<Table>> Table::Open(const std::string& uri, const OpenOpt
     }
     FW_RETURN_IF_ERROR_CTX(data.status(), "opening table ", uri);
     try {
-      version = nlohmann::json::parse(*data).at("version").get<int64_t>();
+      const auto j = nlohmann::json::parse(*data);
+      if (!j.at("version").is_number_integer()) throw nlohmann::json::type_error::create(302, "version is not an integer", nullptr);
+      version = j.at("version").get<int64_t>();
     } catch (const nlohmann::json::exception&) {
       return absl::DataLossError(absl::StrCat("tag file ", Impl::TagPath(uri, *open.tag), " is corrupt"));
     }
@@ -548,12 +572,12 @@ Result<RecordBatch> Table::Take(const std::vector<int64_t>& indices,
     const int f = static_cast<int>(std::upper_bound(starts.begin(), starts.end(), g) - starts.begin()) - 1;
     frag_of[i] = f;
     int64_t local = g - starts[f];
-    if (frags[f].deletion.count > 0) {
+    if (!frags[f].deletion.path.empty() || frags[f].deletion.count != 0) {
       if (!dv_loaded[f]) {
         FW_ASSIGN_OR_RETURN(dvs[f], impl_->Deletions(uri_, frags[f]));
         dv_loaded[f] = 1;
       }
-      local = dvs[f]->LiveToPhysical(local);
+      if (dvs[f]) local = dvs[f]->LiveToPhysical(local);
     }
     phys[i] = local;
   }
