@@ -50,7 +50,7 @@ ctest:
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS) $(CTEST_ARGS)
 
 pytest:
-	PYTHONPATH=$(CURDIR)/$(BUILD)/python:$(CURDIR)/python FLYWHEEL_BIN=$(CURDIR)/$(BUILD)/src/flywheel/cli/flywheel \
+	PYTHONPATH=$(CURDIR)/$(BUILD)/python FLYWHEEL_BIN=$(CURDIR)/$(BUILD)/src/flywheel/cli/flywheel \
 	  $(PYTHON) -m pytest -q tests/python
 
 test: build

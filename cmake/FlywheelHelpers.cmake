@@ -12,8 +12,9 @@ function(flywheel_cc_library)
 endfunction()
 
 # flywheel_cc_test(NAME name SRCS a_test.cc DEPS dep... [TIMEOUT s])
+# Skipped in fuzz builds, which do not look for GoogleTest (FlywheelDeps.cmake).
 function(flywheel_cc_test)
-  if(NOT FLYWHEEL_BUILD_TESTS)
+  if(NOT FLYWHEEL_BUILD_TESTS OR FLYWHEEL_FUZZ)
     return()
   endif()
   cmake_parse_arguments(A "" "NAME;TIMEOUT" "SRCS;DEPS" ${ARGN})

@@ -4,6 +4,7 @@
 #include <zstd.h>
 
 #include <climits>
+#include <cstdint>
 
 #include "absl/strings/str_cat.h"
 
@@ -54,6 +55,20 @@ Status Compress(Codec codec, int level, const void* src, size_t n, std::string* 
     case Codec::kNone: break;
   }
   return absl::InvalidArgumentError("Compress called with codec none");
+}
+
+uint64_t MaxDecompressedSize(Codec codec, uint64_t stored_size) {
+  // Saturate rather than overflow for absurd stored sizes.
+  auto scaled = [&](uint64_t ratio, uint64_t slack) {
+    if (stored_size > (UINT64_MAX - slack) / ratio) return UINT64_MAX;
+    return stored_size * ratio + slack;
+  };
+  switch (codec) {
+    case Codec::kNone: return stored_size;
+    case Codec::kLz4: return scaled(256, 1024);
+    case Codec::kZstd: return scaled(uint64_t{1} << 15, 1024);
+  }
+  return 0;
 }
 
 Status Decompress(Codec codec, const void* src, size_t n, void* dst, size_t dst_size) {

@@ -75,11 +75,14 @@ Status Column::Validate(std::string_view what) const {
     return bad("validity bitmap has ", validity.size, " bytes, need ", (length + 7) / 8);
   }
   if (type.is_fixed_width()) {
-    const size_t need = static_cast<size_t>(length) * type.fixed_width();
-    if (values.size != need) return bad("values have ", values.size, " bytes, expected ", need);
+    // Compared by division: length * width can overflow for huge tensors.
+    const size_t w = type.fixed_width();
+    if (values.size % w != 0 || values.size / w != static_cast<uint64_t>(length)) {
+      return bad("values have ", values.size, " bytes, expected ", length, " rows of ", w);
+    }
     return absl::OkStatus();
   }
-  if (offsets.size != static_cast<size_t>(length + 1) * 8) {
+  if (offsets.size % 8 != 0 || offsets.size / 8 != static_cast<uint64_t>(length) + 1) {
     return bad("offsets have ", offsets.size, " bytes, expected ", (length + 1) * 8);
   }
   const int64_t* o = offsets_data();

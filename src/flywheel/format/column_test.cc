@@ -182,8 +182,8 @@ TEST(ColumnTest, ConcatMergesValidityAcrossPartsWithAndWithoutNulls) {
   Column out = ConcatColumns({a, b, a.Slice(1, 3)});
   EXPECT_EQ(out.length, 12);
   EXPECT_EQ(out.null_count, 3);
-  EXPECT_EQ(Validity(out), (std::vector<bool>{true, false, true, true, false, true, true, true, true,
-                                               false, true, true}));
+  EXPECT_EQ(Validity(out), (std::vector<bool>{true, false, true, true, false, true, true, true,
+                                              true, false, true, true}));
   Column strs = ConcatColumns({MakeStringColumn({"a"}), c});
   EXPECT_EQ(Validity(strs), (std::vector<bool>{true, false, true, true}));
   EXPECT_EQ(strs.null_count, 1);
@@ -221,8 +221,8 @@ TEST(ColumnTest, TakeGathersRandomAndRepeatedRows) {
 }
 
 TEST(ColumnTest, MakeNullColumnIsValidAndAllNull) {
-  for (const DataType& t : {DataType::Scalar(TypeId::kFloat64), DataType::String(),
-                            DataType::List(TypeId::kInt8)}) {
+  for (const DataType& t :
+       {DataType::Scalar(TypeId::kFloat64), DataType::String(), DataType::List(TypeId::kInt8)}) {
     SCOPED_TRACE(t.ToString());
     Column c = MakeNullColumn(t, 11, /*nullable=*/true);
     EXPECT_EQ(c.length, 11);
@@ -252,7 +252,7 @@ TEST(ColumnTest, ValidateReportsEachInconsistency) {
   {
     Column c = Iota32(4);
     c.length = 5;
-    ExpectInvalid(c, "values have 16 bytes, expected 20");
+    ExpectInvalid(c, "values have 16 bytes, expected 5 rows of 4");
   }
   {
     Column c = Iota32(16);
@@ -285,6 +285,16 @@ TEST(ColumnTest, ValidateReportsEachInconsistency) {
     c.offsets = Buffer::FromVector(std::vector<int64_t>{0, 3});
     ExpectInvalid(c, "offsets point past the values (3 > 2)");
   }
+}
+
+// length * fixed_width overflowed size_t, so a huge claimed length "matched"
+// an empty values buffer.
+TEST(ColumnTest, RegressionValidateFixedWidthOverflow) {
+  Column c;
+  c.type = DataType::Tensor(TypeId::kFloat64, {65536, 65536});  // 2^35 bytes per row
+  ASSERT_TRUE(c.type.Validate().ok());
+  c.length = int64_t{1} << 29;  // 2^64 bytes in all
+  ExpectInvalid(c, "values have 0 bytes");
 }
 
 RecordBatch TwoColumnBatch() {

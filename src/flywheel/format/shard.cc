@@ -319,7 +319,16 @@ Status ShardReader::ParseFooter() {
         "file requires format features 0x", absl::Hex(features & ~kShardKnownFeatures),
         " that this reader does not know; upgrade flywheel"));
   }
-  if (footer_offset < kHeaderSize || footer_size > size ||
+  uint16_t header_version;
+  std::memcpy(&header_version, header + 8, 2);
+  if (header_version != version) {
+    return absl::DataLossError(absl::StrCat("header version ", header_version,
+                                            " does not match trailer version ", version));
+  }
+  for (size_t i = 10; i < kHeaderSize; ++i) {
+    if (header[i] != 0) return absl::DataLossError(absl::StrCat("header byte ", i, " is not zero"));
+  }
+  if (footer_offset < kHeaderSize || footer_size > size - kHeaderSize - kTrailerSize ||
       footer_offset != size - kTrailerSize - footer_size) {
     return absl::DataLossError(absl::StrCat("footer range [", footer_offset, ", +", footer_size,
                                             ") does not fit a ", size, "-byte file"));
@@ -392,19 +401,31 @@ Status ShardReader::ParseFooter() {
         return d.Error(absl::StrCat(where, ": unknown codec ", codec));
       }
       if (n == 0) return d.Error(absl::StrCat(where, ": empty page"));
+      if (n > nrows - static_cast<uint64_t>(row)) {
+        return d.Error(absl::StrCat(where, ": pages hold more than the file's ", nrows, " rows"));
+      }
       if (pi.offset < kHeaderSize || pi.offset > footer_offset ||
           pi.stored_size > footer_offset - pi.offset) {
         return d.Error(absl::StrCat(where, ": range [", pi.offset, ", +", pi.stored_size,
                                     ") lies outside the data section"));
       }
+      if (pi.offset % kPageAlign != 0) {
+        return d.Error(absl::StrCat(where, ": offset ", pi.offset, " is not ", kPageAlign,
+                                    "-byte aligned"));
+      }
       if (type.is_fixed_width()) {
-        if (pi.values_size != n * type.fixed_width() || pi.offsets_size != 0) {
+        // n <= values_size / width first, so n * width cannot overflow.
+        const uint64_t width = type.fixed_width();
+        if (n > pi.values_size / width || pi.values_size != n * width || pi.offsets_size != 0) {
           return d.Error(absl::StrCat(where, ": section sizes do not match ", n, " rows of ",
                                       type.ToString()));
         }
       } else if (pi.offsets_size != (n + 1) * 8) {
         return d.Error(absl::StrCat(where, ": offsets size ", pi.offsets_size, " does not match ",
                                     n, " rows"));
+      } else if (pi.values_size % ValueElemSize(type) != 0) {
+        return d.Error(absl::StrCat(where, ": values size ", pi.values_size,
+                                    " is not a multiple of the element size"));
       }
       if (pi.validity_size != (nulls > 0 ? (n + 7) / 8 : 0)) {
         return d.Error(absl::StrCat(where, ": validity size does not match its null count"));
@@ -414,6 +435,11 @@ Status ShardReader::ParseFooter() {
       }
       if (pi.codec == Codec::kNone && pi.stored_size != pi.uncompressed_size()) {
         return d.Error(absl::StrCat(where, ": stored size differs from the uncompressed size"));
+      }
+      // Bounds what a reader allocates for a page before decompressing it.
+      if (pi.uncompressed_size() > MaxDecompressedSize(pi.codec, pi.stored_size)) {
+        return d.Error(absl::StrCat(where, ": ", pi.stored_size, " ", AsAbsl(CodecName(pi.codec)),
+                                    " bytes cannot decode to ", pi.uncompressed_size()));
       }
       row += pi.num_rows;
       page_starts_[c].push_back(pi.first_row);
@@ -432,7 +458,9 @@ Status ShardReader::ParseFooter() {
     std::string k, v;
     FW_RETURN_IF_ERROR(d.Bytes(&k));
     FW_RETURN_IF_ERROR(d.Bytes(&v));
-    metadata_[k] = v;
+    if (!metadata_.emplace(std::move(k), std::move(v)).second) {
+      return d.Error("duplicate metadata key");
+    }
   }
   if (!d.done()) return d.Error("trailing bytes after the footer");
   return absl::OkStatus();
@@ -455,8 +483,18 @@ Status ShardReader::CheckPage(int column, int page, const uint8_t* body, uint64_
     for (int64_t i = 0; i < pi.num_rows; ++i) {
       if (o[i + 1] < o[i]) return absl::DataLossError(absl::StrCat("page offsets decrease at row ", i));
     }
-    if (static_cast<uint64_t>(o[pi.num_rows]) * esize != pi.values_size) {
+    // Compared in elements: o * esize could overflow.
+    if (static_cast<uint64_t>(o[pi.num_rows]) != pi.values_size / esize) {
       return absl::DataLossError("page offsets do not cover the values");
+    }
+  }
+  if (pi.validity_size) {
+    const uint8_t* bits = body + Align8(pi.values_size) + pi.offsets_size;
+    int64_t nulls = 0;
+    for (int64_t i = 0; i < pi.num_rows; ++i) nulls += !((bits[i >> 3] >> (i & 7)) & 1);
+    if (nulls != pi.null_count) {
+      return absl::DataLossError(absl::StrCat("page validity has ", nulls, " nulls, index says ",
+                                              pi.null_count));
     }
   }
   return absl::OkStatus();
@@ -494,12 +532,13 @@ Result<Column> ShardReader::ReadPage(int column, int page) const {
       body = Buffer::FromVector(std::move(stored));
       body.size = pi.stored_size;
     } else {
+      // Not zero-filled: Decompress writes all `usize` bytes or fails, and a
+      // corrupt index may claim a large size (bounded by MaxDecompressedSize).
       const uint64_t usize = pi.uncompressed_size();
-      std::vector<uint64_t> out((usize + 7) / 8 + 1);
-      FW_RETURN_IF_ERROR_CTX(Decompress(pi.codec, stored.data(), pi.stored_size, out.data(), usize),
+      std::shared_ptr<uint64_t[]> out(new uint64_t[(usize + 7) / 8 + 1]);
+      FW_RETURN_IF_ERROR_CTX(Decompress(pi.codec, stored.data(), pi.stored_size, out.get(), usize),
                              where());
-      body = Buffer::FromVector(std::move(out));
-      body.size = usize;
+      body = Buffer{reinterpret_cast<const uint8_t*>(out.get()), usize, out};
     }
     FW_RETURN_IF_ERROR_CTX(CheckPage(column, page, body.data, body.size), where());
   }
@@ -522,9 +561,9 @@ Result<Column> ShardReader::Read(int column, int64_t start, int64_t length) cons
   if (column < 0 || column >= schema_.num_fields()) {
     return absl::OutOfRangeError(absl::StrCat("reading ", path(), ": no column ", column));
   }
-  if (start < 0 || length < 0 || start + length > num_rows_) {
-    return absl::OutOfRangeError(absl::StrCat("reading ", path(), ": rows [", start, ", ",
-                                              start + length, ") outside [0, ", num_rows_, ")"));
+  if (start < 0 || length < 0 || start > num_rows_ || length > num_rows_ - start) {
+    return absl::OutOfRangeError(absl::StrCat("reading ", path(), ": ", length, " rows at ", start,
+                                              " are outside [0, ", num_rows_, ")"));
   }
   if (length == 0) return MakeNullColumn(schema_.fields[column].type, 0, false);
   std::vector<Column> parts;

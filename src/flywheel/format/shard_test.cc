@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -181,7 +182,8 @@ class ShardTestBase : public ::testing::Test {
   // (cycled), each chunk a slice of one big batch so source offsets and
   // validity start mid-buffer.
   ShardInfo WriteShard(const std::string& path, const std::vector<ColumnModel>& models,
-                       const ShardWriterOptions& options, std::vector<int64_t> chunks = {1, 7, 100, 333}) {
+                       const ShardWriterOptions& options,
+                       std::vector<int64_t> chunks = {1, 7, 100, 333}) {
     auto writer = ShardWriter::Open(fs_.get(), path, SchemaOf(models), options);
     EXPECT_TRUE(writer.ok()) << writer.status();
     const int64_t n = static_cast<int64_t>(models[0].rows.size());
@@ -250,7 +252,9 @@ TEST_P(ShardCodecTest, EveryColumnTypeRoundTripsThroughManyPages) {
       EXPECT_GT(pi.num_rows, 0);
       EXPECT_EQ(pi.offset % 64, 0u) << "pages are 64-byte aligned";
       EXPECT_EQ(pi.codec, GetParam());
-      if (GetParam() == Codec::kNone) EXPECT_EQ(pi.stored_size, pi.uncompressed_size());
+      if (GetParam() == Codec::kNone) {
+        EXPECT_EQ(pi.stored_size, pi.uncompressed_size());
+      }
       EXPECT_EQ(r.FindPage(c, pi.first_row), static_cast<int>(p));
       EXPECT_EQ(r.FindPage(c, pi.first_row + pi.num_rows - 1), static_cast<int>(p));
       auto page = r.ReadPage(c, static_cast<int>(p));
@@ -340,8 +344,8 @@ TEST_P(ShardCodecTest, ConcurrentReadersSeeTheSameRows) {
         for (int p = 0; p < static_cast<int>(r->pages(c).size()); ++p) {
           auto page = r->ReadPage(c, p);
           const PageInfo& pi = r->pages(c)[static_cast<size_t>(p)];
-          if (!page.ok() ||
-              !ColumnMatches(*page, models[static_cast<size_t>(c)], Range(pi.first_row, pi.num_rows))) {
+          if (!page.ok() || !ColumnMatches(*page, models[static_cast<size_t>(c)],
+                                           Range(pi.first_row, pi.num_rows))) {
             failures[static_cast<size_t>(t)]++;
           }
         }
@@ -390,7 +394,9 @@ TEST_F(ShardTestBase, UncompressedMappedPagesAreZeroCopy) {
         EXPECT_TRUE(Inside(page->offsets.data, base, size));
         EXPECT_EQ(reinterpret_cast<uintptr_t>(page->offsets.data) % 8, 0u);
       }
-      if (!page->validity.empty()) EXPECT_TRUE(Inside(page->validity.data, base, size));
+      if (!page->validity.empty()) {
+        EXPECT_TRUE(Inside(page->validity.data, base, size));
+      }
     }
     // A range inside one page is a view too.
     const PageInfo& p1 = r.pages(c)[1];
@@ -700,12 +706,28 @@ TEST_F(ShardTestBase, ReaderRejectsOutOfRangeArgumentsNamingTheFile) {
   const int64_t bad_rows[] = {5, 100};
   for (const Status& s :
        {r.Read(0, 90, 11).status(), r.Read(0, -1, 2).status(), r.Read(0, 0, -1).status(),
-        r.Read(0, 1, INT64_MAX).status(), r.Read(99, 0, 1).status(), r.Read(-1, 0, 1).status(),
-        r.ReadPage(0, 1).status(), r.ReadPage(0, -1).status(), r.ReadPage(99, 0).status(),
-        r.Take(0, bad_rows, 2).status(), r.Take(99, bad_rows, 1).status()}) {
+        r.Read(99, 0, 1).status(), r.Read(-1, 0, 1).status(), r.ReadPage(0, 1).status(),
+        r.ReadPage(0, -1).status(), r.ReadPage(99, 0).status(), r.Take(0, bad_rows, 2).status(),
+        r.Take(99, bad_rows, 1).status()}) {
     EXPECT_EQ(s.code(), absl::StatusCode::kOutOfRange) << s;
     EXPECT_THAT(std::string(s.message()), HasSubstr(Path("args.fws")));
   }
+}
+
+// start + length overflowed int64 (undefined behaviour), wrapped negative, passed
+// the range check, and Read returned an empty column of no type.
+TEST_F(ShardTestBase, RegressionReadLengthOverflow) {
+  WriteShard(Path("ovf.fws"), MakeModels(10, 4), ShardWriterOptions{});
+  auto reader = ShardReader::Open(fs_.get(), Path("ovf.fws"));
+  ASSERT_TRUE(reader.ok());
+  for (auto [start, len] : std::vector<std::pair<int64_t, int64_t>>{
+           {1, INT64_MAX}, {INT64_MAX, 1}, {INT64_MAX, INT64_MAX}, {11, 0}}) {
+    auto got = (*reader)->Read(0, start, len);
+    EXPECT_EQ(got.status().code(), absl::StatusCode::kOutOfRange) << start << "+" << len;
+  }
+  auto edge = (*reader)->Read(0, 10, 0);  // an empty range at the end is fine
+  ASSERT_TRUE(edge.ok());
+  EXPECT_EQ(edge->length, 0);
 }
 
 TEST_F(ShardTestBase, WriterRejectsBadOptionsSchemasAndBatches) {

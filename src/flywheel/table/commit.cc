@@ -252,12 +252,11 @@ Status Table::Delete(const std::vector<int64_t>& indices, const CommitOptions& c
   op.conflict = [mine, impl, uri](const Manifest& theirs) -> Result<std::string> {
     if (theirs.operation.type == "overwrite") return std::string("the table was overwritten");
     for (const auto& [id, rows] : mine) {
-      auto it = std::find_if(theirs.fragments.begin(), theirs.fragments.end(),
-                             [&](const Fragment& f) { return f.id == id; });
-      if (it == theirs.fragments.end()) {
+      const Fragment* f = FindFragment(theirs, id);
+      if (f == nullptr) {
         return absl::StrCat("fragment ", id, " that the delete touches was rewritten or removed");
       }
-      FW_ASSIGN_OR_RETURN(auto dv, impl->Deletions(uri, *it));
+      FW_ASSIGN_OR_RETURN(auto dv, impl->Deletions(uri, *f));
       if (dv) {
         bool overlap = false;
         dv->Union(DeletionVector(rows), &overlap);

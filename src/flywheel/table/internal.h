@@ -73,6 +73,14 @@ struct Table::Impl {
                                   const format::Field& field, const int64_t* rows, size_t n);
 };
 
+// The fragment of `m` with id `id`, or nullptr.
+inline const Fragment* FindFragment(const Manifest& m, int64_t id) {
+  for (const auto& f : m.fragments) {
+    if (f.id == id) return &f;
+  }
+  return nullptr;
+}
+
 // A fresh random name component (hex), unique across processes.
 std::string NewFileId();
 int64_t NowMs();

@@ -222,10 +222,9 @@ Result<int64_t> Table::Compact(const CompactOptions& options, const CommitOption
   op.conflict = [removed_dv](const Manifest& theirs) -> Result<std::string> {
     if (theirs.operation.type == "overwrite") return std::string("the table was overwritten");
     for (const auto& [id, dv_path] : removed_dv) {
-      auto it = std::find_if(theirs.fragments.begin(), theirs.fragments.end(),
-                             [&](const Fragment& f) { return f.id == id; });
-      if (it == theirs.fragments.end()) return absl::StrCat("fragment ", id, " was already rewritten");
-      if (it->deletion.path != dv_path) {
+      const Fragment* f = FindFragment(theirs, id);
+      if (f == nullptr) return absl::StrCat("fragment ", id, " was already rewritten");
+      if (f->deletion.path != dv_path) {
         return absl::StrCat("rows of fragment ", id, " were deleted after the compaction read it");
       }
     }
@@ -312,7 +311,10 @@ void MatchFixed(const Column& c, double v, const std::string& op, int64_t base, 
 
 Result<int64_t> Table::DeleteWhere(const Predicate& pred, const CommitOptions& commit) {
   const int ci = schema().FieldIndex(pred.column);
-  if (ci < 0) return absl::NotFoundError(absl::StrCat("delete: no column '", pred.column, "'"));
+  if (ci < 0) {
+    return absl::NotFoundError(absl::StrCat("delete from ", uri_, ": no column '", pred.column,
+                                            "' (columns: ", schema().ToString(), ")"));
+  }
   const format::DataType& type = schema().fields[ci].type;
   nlohmann::json value;
   try {

@@ -79,7 +79,7 @@ format::Buffer FilledBuffer(T v, int64_t n) {
 Result<format::Buffer> FillScalar(format::TypeId id, const nlohmann::json& v, int64_t n) {
   using format::TypeId;
   if (!v.is_number() && !v.is_boolean()) return absl::InvalidArgumentError("default must be a number");
-  const double d = v.get<double>();
+  const double d = v.is_boolean() ? (v.get<bool>() ? 1.0 : 0.0) : v.get<double>();
   switch (id) {
     case TypeId::kBool: return FilledBuffer<uint8_t>(d != 0, n);
     case TypeId::kInt8: return FilledBuffer<int8_t>(static_cast<int8_t>(d), n);
@@ -395,7 +395,16 @@ Result<std::shared_ptr<Table>> Table::Open(const std::string& uri, const OpenOpt
 }
 
 Result<std::shared_ptr<Table>> Table::Checkout(int64_t version) const {
-  FW_ASSIGN_OR_RETURN(Manifest m, Impl::ReadManifest(impl_->fs.get(), uri_, version));
+  auto read = Impl::ReadManifest(impl_->fs.get(), uri_, version);
+  if (absl::IsNotFound(read.status())) {
+    auto versions = Impl::ListVersions(impl_->fs.get(), uri_);
+    if (versions.ok() && !versions->empty()) {
+      return absl::NotFoundError(absl::StrCat("table ", uri_, " has no version ", version,
+                                              " (retained versions: ", versions->front(), "..",
+                                              versions->back(), ")"));
+    }
+  }
+  FW_ASSIGN_OR_RETURN(Manifest m, std::move(read));
   return MakeHandle(uri_, options_, std::move(m), impl_->cache);
 }
 

@@ -190,6 +190,9 @@ TEST_F(TableTest, AddColumnReadsNullOrDefaultForOldRows) {
   ASSERT_TRUE(t->AddColumn(score).ok());
   format::Field note{"note", DataType::String(), true, -1, ""};
   ASSERT_TRUE(t->AddColumn(note).ok());
+  format::Field flag{"flag", DataType::Scalar(TypeId::kBool), false, -1, "true"};
+  ASSERT_TRUE(t->AddColumn(flag).ok());  // regression: a boolean default once threw out of the library
+  EXPECT_EQ(t->Take({0}, {"flag"})->columns[0].values.data[0], 1);
   format::Field bad{"bad", DataType::Scalar(TypeId::kInt32), false, -1, ""};
   EXPECT_TRUE(absl::IsInvalidArgument(t->AddColumn(bad)));
   EXPECT_TRUE(absl::IsAlreadyExists(t->AddColumn(note)));

@@ -1,0 +1,19 @@
+// flywheel._core: the private extension module under the `flywheel` package.
+// One Register call per subsystem file (CONVENTIONS.md, "Python bindings");
+// the public API is the pure-Python package in python/flywheel/.
+#include <pybind11/pybind11.h>
+
+namespace flywheel::python {
+void RegisterStatus(pybind11::module_& m);
+void RegisterTypes(pybind11::module_& m);
+void RegisterArrays(pybind11::module_& m);
+void RegisterTable(pybind11::module_& m);
+}  // namespace flywheel::python
+
+PYBIND11_MODULE(_core, m) {
+  m.doc() = "flywheel C++ core (private; use the flywheel package)";
+  flywheel::python::RegisterStatus(m);  // first: the others raise through it
+  flywheel::python::RegisterTypes(m);
+  flywheel::python::RegisterArrays(m);
+  flywheel::python::RegisterTable(m);
+}

@@ -1,0 +1,56 @@
+// absl::Status -> Python exceptions; the table is in status.h.
+#include "status.h"
+
+#include <Python.h>
+
+namespace flywheel::python {
+namespace py = pybind11;
+
+namespace {
+
+// Owned by the module object (added as an attribute), so it lives as long as
+// any code that can raise it.
+PyObject* commit_conflict = nullptr;
+
+PyObject* ExceptionFor(absl::StatusCode code) {
+  switch (code) {
+    case absl::StatusCode::kInvalidArgument:
+      return PyExc_ValueError;
+    case absl::StatusCode::kNotFound:
+      return PyExc_FileNotFoundError;
+    case absl::StatusCode::kOutOfRange:
+      return PyExc_IndexError;
+    case absl::StatusCode::kAlreadyExists:
+      return PyExc_FileExistsError;
+    case absl::StatusCode::kPermissionDenied:
+      return PyExc_PermissionError;
+    case absl::StatusCode::kAborted:
+      return commit_conflict;
+    default:
+      return PyExc_RuntimeError;
+  }
+}
+
+}  // namespace
+
+void RegisterStatus(py::module_& m) {
+  commit_conflict = PyErr_NewExceptionWithDoc(
+      "flywheel.CommitConflict",
+      "A commit lost a race with an incompatible commit by another writer\n"
+      "(e.g. a delete racing a compaction of the same rows). The message names\n"
+      "both operations; re-open the table and retry if that is still wanted.",
+      PyExc_RuntimeError, nullptr);
+  if (commit_conflict == nullptr) throw py::error_already_set();
+  m.add_object("CommitConflict", py::handle(commit_conflict));
+
+  py::register_exception_translator([](std::exception_ptr p) {
+    if (!p) return;
+    try {
+      std::rethrow_exception(p);
+    } catch (const StatusError& e) {
+      PyErr_SetString(ExceptionFor(e.code()), e.what());
+    }
+  });
+}
+
+}  // namespace flywheel::python

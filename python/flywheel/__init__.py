@@ -1,0 +1,18 @@
+"""flywheel: versioned columnar tables for ML training data.
+
+    import flywheel, numpy as np
+    t = flywheel.Table.create("/data/ds", {"x": "int64", "emb": "float32[16]", "name": "string?"})
+    t.append({"x": np.arange(3), "emb": np.zeros((3, 16), np.float32), "name": ["a", None, "c"]})
+    for batch in t.scan(columns=["x", "emb"]):
+        ...
+
+See docs/python.md for data conventions and errors. The C++ core lives in the
+private extension module ``flywheel._core``.
+"""
+
+from ._core import CommitConflict
+from ._convert import ListArray
+from .table import Table
+
+__version__ = "0.1.0"
+__all__ = ["Table", "ListArray", "CommitConflict", "__version__"]

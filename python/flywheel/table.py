@@ -1,0 +1,357 @@
+"""Versioned columnar tables (the Python face of src/flywheel/table/table.h).
+
+A :class:`Table` is a handle on one version of a table. Reads see exactly
+that version; each write commits a new version and moves the handle to it.
+docs/python.md describes the data conventions (dtypes, nulls, list columns,
+zero-copy views) and the exceptions raised.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from typing import Any, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
+
+import numpy as np
+
+from . import _core
+from ._convert import batch_from_core, column_to_core, indices_to_core
+
+__all__ = ["Table"]
+
+SchemaLike = Union[Mapping[str, str], str]
+PathLike = Union[str, "os.PathLike[str]"]
+
+
+def _fields_of(schema: SchemaLike) -> List[Tuple[str, str, bool, str]]:
+    """(name, type, nullable, default_json) tuples for a dict or text schema."""
+    if isinstance(schema, str):
+        return [tuple(f) for f in _core.parse_schema(schema)]
+    if not isinstance(schema, Mapping):
+        raise TypeError(f"schema must be a dict of name -> type or a text schema, got {type(schema).__name__}")
+    fields = []
+    for name, type_text in schema.items():
+        if not isinstance(name, str) or not isinstance(type_text, str):
+            raise TypeError(f"schema entries must be str -> str, got {name!r}: {type_text!r}")
+        type_text = type_text.strip()
+        nullable = type_text.endswith("?")
+        fields.append((name, type_text[:-1].rstrip() if nullable else type_text, nullable, ""))
+    return fields
+
+
+def _props(properties: Optional[Mapping[str, Any]]) -> Dict[str, str]:
+    if properties is None:
+        return {}
+    if not isinstance(properties, Mapping):
+        raise TypeError(f"properties must be a dict, got {type(properties).__name__}")
+    return {str(k): str(v) for k, v in properties.items()}
+
+
+def _names(columns: Optional[Iterable[str]]) -> List[str]:
+    if columns is None:
+        return []
+    if isinstance(columns, str):
+        return [columns]
+    return list(columns)
+
+
+class Table:
+    """A handle on one version of a flywheel table.
+
+    Create one with :meth:`create` or :meth:`open`. Handles are cheap and safe
+    to share between threads (calls on one handle are serialized where the
+    C++ library requires it); every call that touches storage releases the
+    GIL.
+    """
+
+    __slots__ = ("_t",)
+
+    def __init__(self, core: "_core.Table"):
+        """Internal: wraps a ``_core.Table``. Use :meth:`create` or :meth:`open`."""
+        if not isinstance(core, _core.Table):
+            raise TypeError("use flywheel.Table.create() or flywheel.Table.open()")
+        self._t = core
+
+    # ------------------------------------------------------------------ open
+
+    @classmethod
+    def create(cls, path: PathLike, schema: SchemaLike, *, codec: str = "none",
+               page_size: Optional[int] = None,
+               properties: Optional[Mapping[str, Any]] = None) -> "Table":
+        """Creates an empty table (version 1) at ``path``.
+
+        Args:
+          path: table directory; must not hold a table yet (FileExistsError).
+          schema: ``{"x": "int64", "emb": "float32[16]", "name": "string?"}``
+            or the text form ``"x:int64, emb:float32[16], name:string?"``. A
+            trailing ``?`` makes a column nullable. Types: bool, int8..int64,
+            uint8..uint64, float16, float32, float64, tensors such as
+            ``uint8[32,32,3]``, string, binary, ``list<int32>``.
+          codec: page codec for data written later: "none" (pages are mapped
+            zero-copy), "lz4" or "zstd".
+          page_size: target uncompressed bytes per page (1 KiB..64 MiB);
+            default 256 KiB.
+          properties: str -> str recorded with the commit (values are str()-ed).
+
+        The codec and page size become the table's :attr:`config`, which
+        every later writer follows.
+
+        Raises:
+          ValueError: bad schema, type, codec or page size.
+          FileExistsError: a table exists at ``path``.
+        """
+        core = _core.Table.create(os.fspath(path), _fields_of(schema), codec, page_size, _props(properties))
+        return cls(core)
+
+    @classmethod
+    def open(cls, path: PathLike, version: Optional[int] = None, tag: Optional[str] = None) -> "Table":
+        """Opens the latest version, or ``version``, or the version ``tag`` names.
+
+        New data written through the handle follows the table's config
+        (codec and page size chosen at :meth:`create`; see :attr:`config`).
+
+        Raises:
+          FileNotFoundError: no table at ``path``, no such version (the
+            message lists the retained range) or no such tag.
+          ValueError: both ``version`` and ``tag`` given.
+        """
+        return cls(_core.Table.open(os.fspath(path), version, tag))
+
+    # ------------------------------------------------------------ properties
+
+    @property
+    def path(self) -> str:
+        """The table directory."""
+        return self._t.path
+
+    @property
+    def version(self) -> int:
+        """The version this handle reads (and last committed)."""
+        return self._t.version
+
+    @property
+    def num_rows(self) -> int:
+        """Live rows of this version."""
+        return self._t.num_rows
+
+    def __len__(self) -> int:
+        return self._t.num_rows
+
+    @property
+    def schema(self) -> Dict[str, str]:
+        """Column name -> type text, with a trailing ``?`` for nullable columns."""
+        return {name: type_text + ("?" if nullable else "") for name, type_text, nullable, _ in self._t.fields()}
+
+    @property
+    def config(self) -> Dict[str, str]:
+        """Table settings every writer follows, fixed at create:
+        ``{"codec": ..., "page_size": ..., "zstd_level": ...}``."""
+        return dict(self._t.config())
+
+    @property
+    def defaults(self) -> Dict[str, Any]:
+        """Column name -> the value rows written before the column existed read
+        (columns added with a default only)."""
+        return {name: bool(json.loads(d)) if type_text == "bool" else json.loads(d)
+                for name, type_text, _, d in self._t.fields() if d}
+
+    def __repr__(self) -> str:
+        return f"flywheel.Table({self.path!r}, version={self.version}, num_rows={self.num_rows})"
+
+    # -------------------------------------------------------------- versions
+
+    def versions(self) -> List[Dict[str, Any]]:
+        """Retained versions, oldest first, as dicts with keys version,
+        timestamp_ms, operation (create, append, overwrite, delete,
+        add_column, compact), writer, properties, details, num_rows and
+        num_fragments."""
+        return self._t.versions()
+
+    def checkout(self, version: int) -> "Table":
+        """A new handle on ``version`` of this table (FileNotFoundError if it
+        is not retained). Shares this handle's open files."""
+        return Table(self._t.checkout(version))
+
+    def latest(self) -> "Table":
+        """A new handle on the newest committed version."""
+        return Table(self._t.checkout_latest())
+
+    def latest_version(self) -> int:
+        """The newest committed version number (may be newer than :attr:`version`)."""
+        return self._t.latest_version()
+
+    # ----------------------------------------------------------------- reads
+
+    def scan(self, columns: Optional[Sequence[str]] = None,
+             batch_rows: Optional[int] = None) -> Iterator[Dict[str, Any]]:
+        """Iterates over this version in batches of ``{column: data}``.
+
+        With ``batch_rows`` None, batches follow page boundaries and
+        uncompressed fixed-width columns are zero-copy read-only views of the
+        memory-mapped data files; otherwise batches have exactly
+        ``batch_rows`` rows (the last may be shorter).
+
+        Per column: fixed-width -> ndarray ``(n,)`` or ``(n, *shape)``
+        (``numpy.ma.MaskedArray`` when it has nulls, mask True = null);
+        string/binary -> list of str/bytes (None = null); ``list<T>`` ->
+        :class:`~flywheel.ListArray`, a tuple ``(offsets, values)`` with
+        ``n + 1`` int64 offsets starting at 0 and a ``mask`` attribute.
+
+        Raises KeyError for an unknown column (at the call, not on iteration).
+        """
+        it = self._t.scan(_names(columns), int(batch_rows or 0))
+        return (batch_from_core(b) for b in it)
+
+    def take(self, indices: Union[Sequence[int], np.ndarray],
+             columns: Optional[Sequence[str]] = None) -> Dict[str, Any]:
+        """Rows at ``indices`` (live-row numbers of this version, any order,
+        repeats allowed) as ``{column: data}`` (same forms as :meth:`scan`).
+
+        Raises IndexError for an index outside ``[0, num_rows)`` (negative
+        indices are not wrapped), KeyError for an unknown column.
+        """
+        return batch_from_core(self._t.take(indices_to_core(indices), _names(columns)))
+
+    def to_dict(self, columns: Optional[Sequence[str]] = None) -> Dict[str, Any]:
+        """The whole version as one ``{column: data}`` batch (copies)."""
+        n = self.num_rows
+        if n == 0:
+            return self.take([], columns)
+        for batch in self.scan(columns, batch_rows=n):
+            return batch
+        return self.take([], columns)  # rows vanished: cannot happen for one version
+
+    # ---------------------------------------------------------------- writes
+
+    def _core_columns(self, data: Mapping[str, Any], fields) -> Dict[str, tuple]:
+        if not isinstance(data, Mapping):
+            raise TypeError(f"data must be a dict of column -> values, got {type(data).__name__}")
+        by_name = {f[0]: f for f in fields}
+        out = {}
+        for name, values in data.items():
+            f = by_name.get(name)
+            if f is None:
+                cols = ", ".join(f"{n}:{t}{'?' if nl else ''}" for n, t, nl, _ in fields)
+                raise KeyError(f"no column '{name}' in table {self.path} (columns: {cols})")
+            out[name] = column_to_core(name, f[1], f[2], values)
+        return out
+
+    def append(self, data: Mapping[str, Any], properties: Optional[Mapping[str, Any]] = None) -> int:
+        """Appends rows and commits a version; returns the new version.
+
+        ``data`` maps column names to values, all with the same row count:
+        numpy arrays (or sequences) for fixed-width columns, shape ``(n,)``
+        or ``(n, *shape)`` for tensors; lists of str (string) or bytes
+        (binary); for ``list<T>`` a list of sequences or a ListArray. None
+        entries or a masked array give nulls (nullable columns only).
+        Omitted columns read null or their default (else ValueError).
+
+        numpy arrays must have the column's dtype or one that casts to it
+        safely (``np.can_cast(src, dst, "safe")``, e.g. int32 -> int64), else
+        TypeError; Python sequences are converted by value (ints must fit,
+        floats may round into float16/float32, floats are refused for integer
+        columns).
+
+        Raises:
+          KeyError: a column the schema lacks.
+          TypeError / ValueError: values of the wrong kind, dtype, shape or
+            length, or nulls in a non-nullable column.
+          flywheel.CommitConflict: a concurrent overwrite won.
+        """
+        self._t.append(self._core_columns(data, self._t.fields()), _props(properties))
+        return self.version
+
+    def overwrite(self, data: Mapping[str, Any], *, schema: Optional[SchemaLike] = None,
+                  properties: Optional[Mapping[str, Any]] = None) -> int:
+        """Replaces all rows (and, with ``schema``, the schema) in one commit;
+        returns the new version. Every non-nullable column must be given;
+        omitted nullable ones read null. Older versions keep their rows."""
+        fields = _fields_of(schema) if schema is not None else self._t.fields()
+        cols = self._core_columns(data, fields)
+        self._t.overwrite(cols, None if schema is None else fields, _props(properties))
+        return self.version
+
+    def delete(self, indices: Union[Sequence[int], np.ndarray, None] = None, *,
+               where: Optional[str] = None, properties: Optional[Mapping[str, Any]] = None) -> int:
+        """Deletes rows by live-row index of this version, or those matching
+        ``where`` (``"column OP value"``, OP one of == != < <= > >=, e.g.
+        ``"x >= 10"`` or ``'name == "a"'``). Returns the number of rows deleted.
+
+        Raises IndexError for an index out of range, KeyError for an unknown
+        column in ``where``, ValueError for a malformed predicate, and
+        flywheel.CommitConflict when a concurrent compaction or delete of the
+        same rows won.
+        """
+        if (indices is None) == (where is None):
+            raise ValueError("give indices or where=..., not both")
+        if where is not None:
+            return self._t.delete_where(where, _props(properties))
+        return self._t.delete(indices_to_core(indices), _props(properties))
+
+    def add_column(self, name: str, type: str, nullable: bool = False, default: Any = None,
+                   properties: Optional[Mapping[str, Any]] = None) -> int:
+        """Adds a column; existing rows read ``default`` (a number, bool or
+        str; stored as JSON) or null. ``type`` may end in ``?`` for nullable.
+        Returns the new version.
+
+        Raises ValueError when a non-nullable column has no default,
+        FileExistsError when the column exists.
+        """
+        type_text = type.strip()
+        if type_text.endswith("?"):
+            nullable, type_text = True, type_text[:-1].rstrip()
+        if isinstance(default, np.generic):
+            default = default.item()
+        if default is None:
+            default_json = ""
+        elif isinstance(default, bool):
+            # As 1/0: the C++ default filler reads JSON true/false as a number
+            # and throws (reported); 1/0 means the same for every numeric type.
+            default_json = "1" if default else "0"
+        else:
+            default_json = json.dumps(default)
+        self._t.add_column(name, type_text, bool(nullable), default_json, _props(properties))
+        return self.version
+
+    def compact(self, target_rows: Optional[int] = None, *, max_deleted_fraction: Optional[float] = None,
+                properties: Optional[Mapping[str, Any]] = None) -> int:
+        """Rewrites fragments with fewer than ``target_rows`` live rows
+        (default 1M) or at least ``max_deleted_fraction`` deleted (default
+        0.1); returns the number of fragments rewritten (0: nothing to do,
+        no commit)."""
+        return self._t.compact(target_rows, max_deleted_fraction, _props(properties))
+
+    # ------------------------------------------------------ version management
+
+    def tag(self, name: str, version: Optional[int] = None) -> None:
+        """Names ``version`` (default: this handle's). Tagged versions are
+        never expired. FileExistsError if the tag exists, ValueError for a bad
+        name (letters, digits, - _ .)."""
+        self._t.tag(name, version)
+
+    def untag(self, name: str) -> None:
+        """Removes a tag (FileNotFoundError if there is none)."""
+        self._t.untag(name)
+
+    def tags(self) -> Dict[str, int]:
+        """Tag name -> version."""
+        return dict(self._t.tags())
+
+    def expire(self, keep_last: int = 1, older_than_seconds: Optional[float] = None) -> List[int]:
+        """Drops old versions' manifests: all but the newest ``keep_last``
+        (and, with ``older_than_seconds``, only those older than that);
+        tagged versions and the latest are always kept. Returns the versions
+        expired. Their data files stay until :meth:`vacuum`."""
+        older_than_ms = None
+        if older_than_seconds is not None:
+            older_than_ms = int(time.time() * 1000 - float(older_than_seconds) * 1000)
+        return list(self._t.expire(int(keep_last), older_than_ms))
+
+    def vacuum(self, grace_seconds: float = 3600, dry_run: bool = False) -> List[str]:
+        """Deletes data and deletion files no retained version references and
+        that are older than ``grace_seconds`` (so files of writers still
+        running are kept). Returns their paths relative to the table (those
+        that would be deleted, with ``dry_run``)."""
+        deleted, _ = self._t.vacuum(int(float(grace_seconds) * 1000), bool(dry_run))
+        return list(deleted)
