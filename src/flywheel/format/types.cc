@@ -3,6 +3,7 @@
 #include <charconv>
 
 #include "absl/strings/str_cat.h"
+#include "flywheel/base/utf8.h"
 
 namespace flywheel::format {
 namespace {
@@ -159,6 +160,9 @@ Status Schema::Validate() const {
   for (size_t i = 0; i < fields.size(); ++i) {
     const Field& f = fields[i];
     if (f.name.empty()) return absl::InvalidArgumentError(absl::StrCat("field ", i, " has no name"));
+    if (!IsValidUtf8(f.name)) {
+      return absl::InvalidArgumentError(absl::StrCat("field ", i, " name is not valid UTF-8"));
+    }
     for (size_t j = 0; j < i; ++j) {
       if (fields[j].name == f.name) {
         return absl::InvalidArgumentError(absl::StrCat("duplicate field name '", f.name, "'"));

@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "flywheel/base/metrics.h"
+#include "flywheel/base/utf8.h"
 #include "flywheel/table/internal.h"
 
 namespace flywheel::table {
@@ -50,6 +51,13 @@ bool DataChanged(const Manifest& m) {
 
 Status Table::Impl::Commit(Table* t, const CommitOptions& commit, PendingCommit op) {
   const auto start = std::chrono::steady_clock::now();
+  for (const auto& [k, v] : commit.properties) {
+    if (k.empty() || !IsValidUtf8(k) || !IsValidUtf8(v)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "commit property keys must be non-empty and keys and values valid UTF-8 (", op.type, " on ",
+          t->uri_, ")"));
+    }
+  }
   io::FileSystem* fs = t->impl_->fs.get();
   Manifest base = t->manifest_;
   std::mt19937_64 rng(std::random_device{}());

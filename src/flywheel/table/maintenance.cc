@@ -6,6 +6,7 @@
 #include <set>
 
 #include "absl/strings/str_cat.h"
+#include "flywheel/base/utf8.h"
 #include "flywheel/table/internal.h"
 
 namespace flywheel::table {
@@ -271,6 +272,9 @@ Result<Predicate> Predicate::Parse(std::string_view text) {
         p.op = std::string(op);
         p.value = trim(text.substr(i + op.size()));
         if (p.column.empty() || p.value.empty()) break;
+        if (!IsValidUtf8(text)) {
+          return absl::InvalidArgumentError("predicate is not valid UTF-8");
+        }
         try {
           const auto parsed = nlohmann::json::parse(p.value);
           if (!parsed.is_number() && !parsed.is_string() && !parsed.is_boolean()) {

@@ -3,6 +3,7 @@
 
 #include <cinttypes>
 #include <cstdio>
+#include <limits>
 #include <nlohmann/json.hpp>
 
 #include "absl/strings/str_cat.h"
@@ -13,6 +14,27 @@ namespace {
 
 using nlohmann::json;
 constexpr std::string_view kMagic = "flywheel-manifest";
+
+// Reads an integer of type T, throwing json errors (caught by Decode) for
+// non-integers and out-of-range values; nlohmann's own get<T>() on a float
+// out of T's range is undefined behaviour (found by table_fuzz).
+template <typename T>
+T Int(const json& j) {
+  if (!j.is_number_integer()) throw json::type_error::create(302, "expected an integer", &j);
+  if (j.is_number_unsigned()) {
+    const uint64_t u = j.get<uint64_t>();
+    if (u > static_cast<uint64_t>(std::numeric_limits<T>::max())) {
+      throw json::out_of_range::create(406, "integer out of range", &j);
+    }
+    return static_cast<T>(u);
+  }
+  const int64_t v = j.get<int64_t>();
+  if (v < static_cast<int64_t>(std::numeric_limits<T>::min()) ||
+      (v > 0 && static_cast<uint64_t>(v) > static_cast<uint64_t>(std::numeric_limits<T>::max()))) {
+    throw json::out_of_range::create(406, "integer out of range", &j);
+  }
+  return static_cast<T>(v);
+}
 
 json FieldToJson(const format::Field& f) {
   json j = {{"id", f.id}, {"name", f.name}, {"type", f.type.ToString()}, {"nullable", f.nullable}};
@@ -36,8 +58,8 @@ Result<format::Schema> SchemaFrom(const json& j) {
     f.name = jf.at("name").get<std::string>();
     FW_ASSIGN_OR_RETURN_CTX(f.type, format::DataType::Parse(jf.at("type").get<std::string>()),
                             "field '", f.name, "'");
-    f.nullable = jf.value("nullable", false);
-    f.id = jf.value("id", -1);
+    f.nullable = jf.contains("nullable") ? jf["nullable"].get<bool>() : false;
+    f.id = jf.contains("id") ? Int<int32_t>(jf["id"]) : -1;
     if (jf.contains("default") && !jf["default"].is_null()) f.default_json = jf["default"].dump();
     s.fields.push_back(std::move(f));
   }
@@ -82,7 +104,9 @@ std::string Manifest::Encode() const {
       {"fragments", frags},
       {"config", config},
   };
-  const std::string body = j.dump();
+  // Inputs are validated as UTF-8 where they enter (schema, properties);
+  // `replace` only keeps a missed case from throwing.
+  const std::string body = j.dump(-1, ' ', false, json::error_handler_t::replace);
   char header[96];
   std::snprintf(header, sizeof header, "%s %d %016" PRIx64 " %zu\n", kMagic.data(),
                 kTableFormatVersion, Checksum64(body), body.size());
@@ -115,31 +139,31 @@ Result<Manifest> Manifest::Decode(std::string_view data, std::string_view what) 
   Manifest m;
   try {
     const json j = json::parse(body);
-    m.version = j.at("version").get<int64_t>();
-    m.timestamp_ms = j.at("timestamp_ms").get<int64_t>();
+    m.version = Int<int64_t>(j.at("version"));
+    m.timestamp_ms = Int<int64_t>(j.at("timestamp_ms"));
     const json& op = j.at("operation");
     m.operation.type = op.at("type").get<std::string>();
     m.operation.writer = op.value("writer", "");
     m.operation.properties = op.value("properties", std::map<std::string, std::string>{});
     m.operation.details = op.value("details", std::map<std::string, std::string>{});
     FW_ASSIGN_OR_RETURN_CTX(m.schema, SchemaFrom(j.at("schema")), "manifest ", AsAbsl(what));
-    m.next_field_id = j.at("next_field_id").get<int32_t>();
-    m.next_fragment_id = j.at("next_fragment_id").get<int64_t>();
+    m.next_field_id = Int<int32_t>(j.at("next_field_id"));
+    m.next_fragment_id = Int<int64_t>(j.at("next_fragment_id"));
     m.config = j.value("config", std::map<std::string, std::string>{});
     for (const auto& jf : j.at("fragments")) {
       Fragment f;
-      f.id = jf.at("id").get<int64_t>();
-      f.num_rows = jf.at("num_rows").get<int64_t>();
+      f.id = Int<int64_t>(jf.at("id"));
+      f.num_rows = Int<int64_t>(jf.at("num_rows"));
       for (const auto& jd : jf.at("files")) {
         DataFile df;
         df.path = jd.at("path").get<std::string>();
-        df.field_ids = jd.at("field_ids").get<std::vector<int32_t>>();
-        df.size_bytes = jd.value("size", uint64_t{0});
+        for (const auto& id : jd.at("field_ids")) df.field_ids.push_back(Int<int32_t>(id));
+        df.size_bytes = jd.contains("size") ? Int<uint64_t>(jd["size"]) : 0;
         f.files.push_back(std::move(df));
       }
       if (jf.contains("deletion")) {
         f.deletion.path = jf["deletion"].at("path").get<std::string>();
-        f.deletion.count = jf["deletion"].at("count").get<int64_t>();
+        f.deletion.count = Int<int64_t>(jf["deletion"].at("count"));
       }
       if (f.num_rows < 0 || f.deletion.count < 0 || f.deletion.count > f.num_rows) {
         return fail("fragment ", f.id, " has inconsistent row counts");
@@ -156,7 +180,9 @@ Result<Manifest> Manifest::Decode(std::string_view data, std::string_view what) 
   return m;
 }
 
-std::string SchemaToJson(const format::Schema& schema) { return SchemaJson(schema).dump(); }
+std::string SchemaToJson(const format::Schema& schema) {
+  return SchemaJson(schema).dump(-1, ' ', false, json::error_handler_t::replace);
+}
 
 Result<format::Schema> SchemaFromJson(std::string_view text) {
   try {

@@ -181,6 +181,12 @@ TEST_F(TableTest, DeleteByIndexAndPredicateThenCompact) {
   ASSERT_TRUE(sdel.ok()) << sdel.status();
   EXPECT_EQ(*sdel, 1);
   EXPECT_FALSE(Predicate::Parse("id ~ 3").ok());
+  // Regression (found by text_fuzz): a non-UTF-8 bare value threw from the JSON library.
+  auto bad_utf8 = Predicate::Parse("id >= 10\xff\xff");
+  EXPECT_TRUE(absl::IsInvalidArgument(bad_utf8.status())) << bad_utf8.status();
+  EXPECT_TRUE(absl::IsInvalidArgument(format::Schema::Parse("a\xfe:int64").status()));
+  EXPECT_TRUE(absl::IsInvalidArgument(
+      t->Append(Rows(0, 1), CommitOptions{{{"k", "\xc3\x28"}}})));
 }
 
 TEST_F(TableTest, AddColumnReadsNullOrDefaultForOldRows) {
