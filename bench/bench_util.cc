@@ -31,7 +31,8 @@ using format::TypeId;
 
 // ---------------------------------------------------------------- Flags
 
-Flags::Flags(int argc, char** argv, std::map<std::string, std::string> defaults, std::string_view usage)
+Flags::Flags(int argc, char** argv, std::map<std::string, std::string> defaults,
+             std::string_view usage)
     : values_(std::move(defaults)) {
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
@@ -78,6 +79,23 @@ nlohmann::json Flags::ToJson() const {
 
 // ---------------------------------------------------------------- TempDir
 
+namespace {
+// Live scratch directories, removed by an atexit handler when a benchmark
+// fails with std::exit (which skips destructors of locals). Forked children
+// leave with _exit, which does not run it.
+std::vector<std::string>& LiveDirs() {
+  static auto* dirs = new std::vector<std::string>;
+  return *dirs;
+}
+void RemoveLiveDirs() {
+  for (const auto& d : LiveDirs()) {
+    std::error_code ec;
+    fs::remove_all(d, ec);
+  }
+  LiveDirs().clear();
+}
+}  // namespace
+
 TempDir::TempDir(const std::string& parent, const std::string& prefix) {
   std::string tmpl = parent + "/" + prefix + ".XXXXXX";
   if (::mkdtemp(tmpl.data()) == nullptr) {
@@ -85,11 +103,16 @@ TempDir::TempDir(const std::string& parent, const std::string& prefix) {
     std::exit(1);
   }
   path_ = tmpl;
+  static const bool registered = [] { return std::atexit(RemoveLiveDirs) == 0; }();
+  (void)registered;
+  LiveDirs().push_back(path_);
 }
 
 TempDir::~TempDir() {
   std::error_code ec;
   fs::remove_all(path_, ec);
+  auto& dirs = LiveDirs();
+  dirs.erase(std::remove(dirs.begin(), dirs.end(), path_), dirs.end());
 }
 
 std::string TempDir::Sub(std::string_view name) const { return path_ + "/" + std::string(name); }
@@ -124,7 +147,8 @@ RecordBatch MakeRows(int64_t start, int64_t n, bool with_name) {
     }
   }
   b.columns.push_back(format::MakeFixedColumn(DataType::Scalar(TypeId::kInt64), std::move(ids)));
-  b.columns.push_back(format::MakeFixedColumn(DataType::Tensor(TypeId::kFloat32, {kEmbDim}), std::move(emb)));
+  b.columns.push_back(
+      format::MakeFixedColumn(DataType::Tensor(TypeId::kFloat32, {kEmbDim}), std::move(emb)));
   if (with_name) {
     static constexpr char kAlphabet[] = "abcdefghijklmnopqrstuvwxyz0123456789-_";
     std::string data;
@@ -152,7 +176,8 @@ RecordBatch MakeRows(int64_t start, int64_t n, bool with_name) {
 std::vector<RecordBatch> MakeBatches(int64_t n, int64_t batch_rows, bool with_name) {
   if (batch_rows <= 0) batch_rows = n;
   std::vector<RecordBatch> out;
-  for (int64_t s = 0; s < n; s += batch_rows) out.push_back(MakeRows(s, std::min(batch_rows, n - s), with_name));
+  for (int64_t s = 0; s < n; s += batch_rows)
+    out.push_back(MakeRows(s, std::min(batch_rows, n - s), with_name));
   return out;
 }
 
@@ -190,7 +215,8 @@ std::string ProcField(const std::string& file, const std::string& key) {
   std::string line;
   while (std::getline(in, line)) {
     const size_t colon = line.find(':');
-    if (colon != std::string::npos && Trim(line.substr(0, colon)) == key) return Trim(line.substr(colon + 1));
+    if (colon != std::string::npos && Trim(line.substr(0, colon)) == key)
+      return Trim(line.substr(colon + 1));
   }
   return "";
 }
@@ -210,11 +236,16 @@ std::string FsType(const std::string& dir) {
   struct statfs st;
   if (::statfs(dir.c_str(), &st) != 0) return "unknown";
   switch (static_cast<unsigned long>(st.f_type)) {
-    case 0xEF53: return "ext4";
-    case 0x01021994: return "tmpfs";
-    case 0x58465342: return "xfs";
-    case 0x9123683E: return "btrfs";
-    case 0x794c7630: return "overlayfs";
+    case 0xEF53:
+      return "ext4";
+    case 0x01021994:
+      return "tmpfs";
+    case 0x58465342:
+      return "xfs";
+    case 0x9123683E:
+      return "btrfs";
+    case 0x794c7630:
+      return "overlayfs";
     default: {
       char buf[32];
       std::snprintf(buf, sizeof buf, "0x%lx", static_cast<unsigned long>(st.f_type));
@@ -277,7 +308,9 @@ nlohmann::json MachineInfo(const std::string& data_dir) {
 
 // ---------------------------------------------------------------- stats
 
-double Best(const std::vector<double>& v) { return v.empty() ? 0 : *std::max_element(v.begin(), v.end()); }
+double Best(const std::vector<double>& v) {
+  return v.empty() ? 0 : *std::max_element(v.begin(), v.end());
+}
 
 double Percentile(std::vector<double> v, double p) {
   if (v.empty()) return 0;
@@ -289,10 +322,14 @@ double Percentile(std::vector<double> v, double p) {
 
 std::string FormatRate(double v, std::string_view unit) {
   char buf[64];
-  if (v >= 1e9) std::snprintf(buf, sizeof buf, "%.2f G", v / 1e9);
-  else if (v >= 1e6) std::snprintf(buf, sizeof buf, "%.2f M", v / 1e6);
-  else if (v >= 1e3) std::snprintf(buf, sizeof buf, "%.2f K", v / 1e3);
-  else std::snprintf(buf, sizeof buf, "%.3g ", v);
+  if (v >= 1e9)
+    std::snprintf(buf, sizeof buf, "%.2f G", v / 1e9);
+  else if (v >= 1e6)
+    std::snprintf(buf, sizeof buf, "%.2f M", v / 1e6);
+  else if (v >= 1e3)
+    std::snprintf(buf, sizeof buf, "%.2f K", v / 1e3);
+  else
+    std::snprintf(buf, sizeof buf, "%.3g ", v);
   return std::string(buf) + std::string(unit);
 }
 
@@ -301,13 +338,14 @@ std::string FormatRate(double v, std::string_view unit) {
 void Report::Add(Comparison c) {
   if (c.ratio == 0 && c.baseline_value != 0) c.ratio = c.value / c.baseline_value;
   std::printf("%-30s %14.4g %-9s | %-34s %14.4g | ratio %8.3f%s%s\n", c.name.c_str(), c.value,
-              c.unit.c_str(), c.baseline.c_str(), c.baseline_value, c.ratio, c.note.empty() ? "" : "  ",
-              c.note.c_str());
+              c.unit.c_str(), c.baseline.c_str(), c.baseline_value, c.ratio,
+              c.note.empty() ? "" : "  ", c.note.c_str());
   std::fflush(stdout);
   rows_.push_back(std::move(c));
 }
 
-void Report::Write(const std::string& out_dir, const nlohmann::json& machine, const nlohmann::json& flags) const {
+void Report::Write(const std::string& out_dir, const nlohmann::json& machine,
+                   const nlohmann::json& flags) const {
   nlohmann::json j;
   j["benchmark"] = name_;
   j["title"] = title_;

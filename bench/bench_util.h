@@ -96,12 +96,12 @@ std::string FormatRate(double v, std::string_view unit);
 // One printed comparison line: figure, baseline, ratio; also kept for the
 // results file.
 struct Comparison {
-  std::string name;       // e.g. "write/64k-batches"
-  std::string unit;       // e.g. "MB/s"
+  std::string name;  // e.g. "write/64k-batches"
+  std::string unit;  // e.g. "MB/s"
   double value = 0;
-  std::string baseline;   // e.g. "raw write()+fsync"
+  std::string baseline;  // e.g. "raw write()+fsync"
   double baseline_value = 0;
-  double ratio = 0;       // value / baseline_value, or as documented by `note`
+  double ratio = 0;  // value / baseline_value, or as documented by `note`
   std::string note;
   nlohmann::json details;  // samples, sizes, ...
 };
@@ -114,7 +114,8 @@ class Report {
   void Add(Comparison c);
   nlohmann::json& extra() { return extra_; }
   // Writes <out_dir>/<name>.json with the machine description and the flags.
-  void Write(const std::string& out_dir, const nlohmann::json& machine, const nlohmann::json& flags) const;
+  void Write(const std::string& out_dir, const nlohmann::json& machine,
+             const nlohmann::json& flags) const;
 
  private:
   std::string name_;

@@ -145,7 +145,8 @@ int main(int argc, char** argv) {
   const format::RecordBatch batch = MakeRows(0, rows_per_commit, true);
   auto fs = io::PosixFileSystem();  // fsync on: the default for tables
 
-  Report report("commit", "Commit latency and commits/s vs PutIfAbsent, concurrent writer processes");
+  Report report("commit",
+                "Commit latency and commits/s vs PutIfAbsent, concurrent writer processes");
   int run = 0;
   for (const auto& ws : flags.List("writers")) {
     const int writers = std::stoi(ws);
@@ -158,24 +159,25 @@ int main(int argc, char** argv) {
       Sample s;
       const std::string uri = tmp.Sub("t" + std::to_string(run));
       CheckResult(Table::Create(uri, DataSchema(true)), "create");
-      s.commit = RunProcesses(writers, tmp.path(), [&](int, std::vector<double>* lat, int64_t* retries) {
-        auto t = Table::Open(uri);
-        if (!t.ok()) return 1;
-        for (int i = 0; i < commits; ++i) {
-          const double t0 = Now();
-          const Status st = (*t)->Append(batch);
-          lat->push_back(Now() - t0);
-          if (!st.ok()) {
-            std::cerr << "append: " << st << "\n";
-            return 1;
-          }
-        }
-        *retries = Metrics()
-                       .GetCounter("flywheel_table_commit_retries_total",
-                                   "Commits rebased after losing a race to a compatible commit")
-                       ->Value();
-        return 0;
-      });
+      s.commit =
+          RunProcesses(writers, tmp.path(), [&](int, std::vector<double>* lat, int64_t* retries) {
+            auto t = Table::Open(uri);
+            if (!t.ok()) return 1;
+            for (int i = 0; i < commits; ++i) {
+              const double t0 = Now();
+              const Status st = (*t)->Append(batch);
+              lat->push_back(Now() - t0);
+              if (!st.ok()) {
+                std::cerr << "append: " << st << "\n";
+                return 1;
+              }
+            }
+            *retries = Metrics()
+                           .GetCounter("flywheel_table_commit_retries_total",
+                                       "Commits rebased after losing a race to a compatible commit")
+                           ->Value();
+            return 0;
+          });
       auto t = CheckResult(Table::Open(uri), "open");
       const int64_t want = 1 + static_cast<int64_t>(writers) * commits;
       if (t->version() != want || t->num_rows() != (want - 1) * rows_per_commit) {
@@ -209,9 +211,10 @@ int main(int argc, char** argv) {
       run++;
       samples.push_back(std::move(s));
     }
-    const Sample& best = *std::max_element(samples.begin(), samples.end(), [](const Sample& a, const Sample& b) {
-      return a.commit.ops_per_s() < b.commit.ops_per_s();
-    });
+    const Sample& best =
+        *std::max_element(samples.begin(), samples.end(), [](const Sample& a, const Sample& b) {
+          return a.commit.ops_per_s() < b.commit.ops_per_s();
+        });
     // The baseline comes from the same repetition as the best commit run:
     // fsync latency on a shared disk drifts, and pairs measured back to back
     // drift together.
@@ -234,12 +237,12 @@ int main(int argc, char** argv) {
                                     {"retries", best.commit.retries},
                                     {"median_manifest_bytes", best.manifest_bytes},
                                     {"runs", runs}};
-    report.Add({name + " p50", "ms", best.commit.p50() * 1e3, "PutIfAbsent p50", best_put.put.p50() * 1e3, 0,
-                "", details});
-    report.Add({name + " p99", "ms", best.commit.p99() * 1e3, "PutIfAbsent p99", best_put.put.p99() * 1e3, 0,
-                "", nlohmann::json::object()});
-    report.Add({name + " throughput", "commits/s", best.commit.ops_per_s(), "PutIfAbsent/s (same procs)",
-                best_put.put.ops_per_s(), 0,
+    report.Add({name + " p50", "ms", best.commit.p50() * 1e3, "PutIfAbsent p50",
+                best_put.put.p50() * 1e3, 0, "", details});
+    report.Add({name + " p99", "ms", best.commit.p99() * 1e3, "PutIfAbsent p99",
+                best_put.put.p99() * 1e3, 0, "", nlohmann::json::object()});
+    report.Add({name + " throughput", "commits/s", best.commit.ops_per_s(),
+                "PutIfAbsent/s (same procs)", best_put.put.ops_per_s(), 0,
                 std::to_string(best.commit.retries) + " rebases", nlohmann::json::object()});
   }
   // Where a commit's time goes: the file-system operations one Append does
@@ -265,9 +268,10 @@ int main(int argc, char** argv) {
     }
     const double a = Percentile(data_ms, 50), b = Percentile(put_if_absent_ms, 50),
                  c = Percentile(hint_ms, 50);
-    std::printf("breakdown (one process, p50): data file NewWritable+Close %.2f ms, manifest "
-                "PutIfAbsent %.2f ms, hint Put %.2f ms; sum %.2f ms\n",
-                a, b, c, a + b + c);
+    std::printf(
+        "breakdown (one process, p50): data file NewWritable+Close %.2f ms, manifest "
+        "PutIfAbsent %.2f ms, hint Put %.2f ms; sum %.2f ms\n",
+        a, b, c, a + b + c);
     report.extra()["breakdown_p50_ms"] = {{"data_file_write_close", a},
                                           {"manifest_put_if_absent", b},
                                           {"hint_put", c},

@@ -95,12 +95,14 @@ void Setup(const std::string& tmp_parent, int64_t rows) {
   write(env->plain_path, format::Codec::kNone);
   write(env->zstd_path, format::Codec::kZstd);
   env->mapped = CheckResult(format::ShardReader::Open(fs.get(), env->plain_path), "open");
-  env->pread = CheckResult(format::ShardReader::Open(fs.get(), env->plain_path, {.mmap = false}), "open");
+  env->pread =
+      CheckResult(format::ShardReader::Open(fs.get(), env->plain_path, {.mmap = false}), "open");
   env->zstd = CheckResult(format::ShardReader::Open(fs.get(), env->zstd_path), "open");
   env->file = CheckResult(fs->OpenRead(env->plain_path), "open");
   table::TableOptions to;
   to.fs = fs;
-  env->table = CheckResult(table::Table::Create(env->tmp->Sub("table"), DataSchema(false), to), "create");
+  env->table =
+      CheckResult(table::Table::Create(env->tmp->Sub("table"), DataSchema(false), to), "create");
   Check(env->table->Append(batch), "append");
   std::mt19937_64 rng(42);
   std::uniform_int_distribution<int64_t> dist(0, rows - 1);
@@ -186,7 +188,8 @@ void BM_PreadPage(benchmark::State& state) {
         static_cast<ssize_t>(pi.values_size)) {
       state.SkipWithError("pread failed");
     }
-    benchmark::DoNotOptimize(SumWords(reinterpret_cast<const uint8_t*>(buf.data()), pi.values_size));
+    benchmark::DoNotOptimize(
+        SumWords(reinterpret_cast<const uint8_t*>(buf.data()), pi.values_size));
     bytes += pi.values_size;
     p = (p + 1) % np;
   }
@@ -256,7 +259,8 @@ void BM_Gather1K(benchmark::State& state) {
     s = (s + 1) % kTakeSets;
   }
   state.SetItemsProcessed(state.iterations() * kTakeRows);
-  state.SetBytesProcessed(state.iterations() * kTakeRows * (ncols == 1 ? 4 * kEmbDim : 8 + 4 * kEmbDim));
+  state.SetBytesProcessed(state.iterations() * kTakeRows *
+                          (ncols == 1 ? 4 * kEmbDim : 8 + 4 * kEmbDim));
 }
 BENCHMARK(BM_Gather1K)->Arg(1)->Arg(2);
 
@@ -329,10 +333,14 @@ int main(int argc, char** argv) {
   args.push_back(reps.data());  // default; a later flag overrides it
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
-    if (a.rfind("--out=", 0) == 0) out_dir = a.substr(6);
-    else if (a.rfind("--tmp=", 0) == 0) tmp_parent = a.substr(6);
-    else if (a.rfind("--rows=", 0) == 0) rows = std::stoll(a.substr(7));
-    else args.push_back(argv[i]);
+    if (a.rfind("--out=", 0) == 0)
+      out_dir = a.substr(6);
+    else if (a.rfind("--tmp=", 0) == 0)
+      tmp_parent = a.substr(6);
+    else if (a.rfind("--rows=", 0) == 0)
+      rows = std::stoll(a.substr(7));
+    else
+      args.push_back(argv[i]);
   }
   int bargc = static_cast<int>(args.size());
   benchmark::Initialize(&bargc, args.data());
@@ -362,7 +370,9 @@ int main(int argc, char** argv) {
       {"BM_Checksum64/262144", "BM_SumWords/262144", "bytes"},
       {"BM_Checksum64/16777216", "BM_SumWords/16777216", "bytes"},
   };
-  Report report("format_bench", "Shard page reads, Take and checksums (Google Benchmark, fastest of the repetitions)");
+  Report report(
+      "format_bench",
+      "Shard page reads, Take and checksums (Google Benchmark, fastest of the repetitions)");
   std::printf("\nRatios (fastest repetition of each):\n");
   for (const Pair& p : pairs) {
     auto a = reporter.best().find(p.name), b = reporter.best().find(p.baseline);
@@ -382,8 +392,10 @@ int main(int argc, char** argv) {
   }
   nlohmann::json all = nlohmann::json::object();
   for (const auto& [name, b] : reporter.best()) {
-    all[name] = {{"seconds_per_iter", b.seconds}, {"bytes_per_second", b.bytes_per_s},
-                 {"items_per_second", b.items_per_s}, {"samples_seconds_per_iter", b.samples}};
+    all[name] = {{"seconds_per_iter", b.seconds},
+                 {"bytes_per_second", b.bytes_per_s},
+                 {"items_per_second", b.items_per_s},
+                 {"samples_seconds_per_iter", b.samples}};
   }
   report.extra()["benchmarks"] = all;
   nlohmann::json flags = {{"rows", rows}, {"out", out_dir}, {"tmp", tmp_parent}};

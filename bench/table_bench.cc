@@ -158,7 +158,8 @@ void RunWrite(const Flags& flags, const TempDir& tmp, Report& report) {
   const int64_t rows = flags.Int("rows");
   const int64_t batch_rows = flags.Int("batch_rows");
   const int repeats = static_cast<int>(flags.Int("repeats"));
-  std::printf("== write: %lld rows of %s\n", static_cast<long long>(rows), DataSchema(true).ToString().c_str());
+  std::printf("== write: %lld rows of %s\n", static_cast<long long>(rows),
+              DataSchema(true).ToString().c_str());
   const auto batched = MakeBatches(rows, batch_rows, true);
   const auto single = MakeBatches(rows, 0, true);
   uint64_t logical = 0;
@@ -286,7 +287,8 @@ void RunScan(const Flags& flags, const TempDir& tmp, Report& report) {
   ReadSum(files, buf);
   ScanResult check = ScanSum(*warm, 0);
   if (check.sum != expect) {
-    std::fprintf(stderr, "scan sum mismatch: %llu != %llu\n", static_cast<unsigned long long>(check.sum),
+    std::fprintf(stderr, "scan sum mismatch: %llu != %llu\n",
+                 static_cast<unsigned long long>(check.sum),
                  static_cast<unsigned long long>(expect));
     std::exit(1);
   }
@@ -312,7 +314,8 @@ void RunScan(const Flags& flags, const TempDir& tmp, Report& report) {
       s = ScanSum(*fresh, 0);
       const double t2 = Now();
       fresh.reset();  // unmaps
-      fresh_split.push_back({{"open_ms", (t1 - t0) * 1e3}, {"scan_ms", (t2 - t1) * 1e3},
+      fresh_split.push_back({{"open_ms", (t1 - t0) * 1e3},
+                             {"scan_ms", (t2 - t1) * 1e3},
                              {"close_ms", (Now() - t2) * 1e3}});
     }
     fresh_gbps.push_back(static_cast<double>(s.bytes) / 1e9 / (Now() - t0));
@@ -328,7 +331,8 @@ void RunScan(const Flags& flags, const TempDir& tmp, Report& report) {
     mem_gbps.push_back(static_cast<double>(heap.size) / 1e9 / (Now() - t0));
     sink = sink + m;
   }
-  const nlohmann::json sizes = {{"value_bytes", check.bytes}, {"shard_file_bytes", file_bytes},
+  const nlohmann::json sizes = {{"value_bytes", check.bytes},
+                                {"shard_file_bytes", file_bytes},
                                 {"shard_files", files.size()}};
   auto add = [&](const std::string& name, const std::vector<double>& v, const std::string& note) {
     Comparison c;
@@ -387,7 +391,8 @@ double TakeBatchedRate(const Table& t, const std::vector<int64_t>& idx, size_t b
   size_t done = 0;
   const double t0 = Now();
   for (size_t s = 0; s + batch <= idx.size(); s += batch) {
-    std::copy(idx.begin() + static_cast<ptrdiff_t>(s), idx.begin() + static_cast<ptrdiff_t>(s + batch), part.begin());
+    std::copy(idx.begin() + static_cast<ptrdiff_t>(s),
+              idx.begin() + static_cast<ptrdiff_t>(s + batch), part.begin());
     RecordBatch b = CheckResult(t.Take(part, {"id", "emb"}), "take");
     if (verify) VerifyTake(b, part);
     done += batch;
@@ -402,7 +407,8 @@ nlohmann::json RunDuckDb(const Flags& flags, const TempDir& tmp, const std::stri
     *why = "--duckdb=off";
     return nullptr;
   }
-  const std::string peers = flags.Str("peers_dir").empty() ? SourceDir() + "/bench/peers" : flags.Str("peers_dir");
+  const std::string peers =
+      flags.Str("peers_dir").empty() ? SourceDir() + "/bench/peers" : flags.Str("peers_dir");
   if (!std::filesystem::exists(peers + "/node_modules/@duckdb/node-api")) {
     *why = "no " + peers + "/node_modules (run: cd bench/peers && npm install)";
     return nullptr;
@@ -422,7 +428,8 @@ nlohmann::json RunDuckDb(const Flags& flags, const TempDir& tmp, const std::stri
   while (p != nullptr && (n = std::fread(chunk, 1, sizeof chunk, p)) > 0) out.append(chunk, n);
   const int rc = p == nullptr ? -1 : ::pclose(p);
   while (!out.empty() && out.back() == '\n') out.pop_back();
-  const std::string last = out.substr(out.rfind('\n') == std::string::npos ? 0 : out.rfind('\n') + 1);
+  const std::string last =
+      out.substr(out.rfind('\n') == std::string::npos ? 0 : out.rfind('\n') + 1);
   if (rc != 0) {
     *why = "peer failed (exit " + std::to_string(rc) + ")";
     return nullptr;
@@ -466,8 +473,8 @@ void RunTake(const Flags& flags, const TempDir& tmp, Report& report) {
   const int64_t rows = flags.Int("rows");
   const int repeats = static_cast<int>(flags.Int("repeats"));
   const size_t batch = static_cast<size_t>(flags.Int("take_batch"));
-  std::printf("== take: %lld shuffled indices of (id, emb), %lld rows\n", static_cast<long long>(rows),
-              static_cast<long long>(rows));
+  std::printf("== take: %lld shuffled indices of (id, emb), %lld rows\n",
+              static_cast<long long>(rows), static_cast<long long>(rows));
   const std::string uri = tmp.Sub("take");
   const std::string uri16 = tmp.Sub("take16");
   BuildTable(uri, rows, 0);
@@ -510,17 +517,43 @@ void RunTake(const Flags& flags, const TempDir& tmp, Report& report) {
     for (int r = 0; r < repeats; ++r) v.push_back(TakeRate(*t, seq, false));
     return v;
   });
-  const std::vector<double> retained_random(retained.begin(), retained.begin() + std::min<size_t>(retained.size(), repeats));
-  const std::vector<double> retained_seq(retained.begin() + std::min<size_t>(retained.size(), repeats), retained.end());
+  const std::vector<double> retained_random(
+      retained.begin(), retained.begin() + std::min<size_t>(retained.size(), repeats));
+  const std::vector<double> retained_seq(
+      retained.begin() + std::min<size_t>(retained.size(), repeats), retained.end());
   const double best1 = Best(random1), best256 = Best(random256);
-  report.Add({"take/random-1-call", "rows/s", best1, "take/sequential (same run)", Best(sequential), 0,
-              "", {{"samples", random1}, {"sequential_samples", sequential}}});
-  report.Add({"take/random-1-call", "rows/s", Best(retained_random), "take/sequential", Best(retained_seq), 0,
-              "malloc retains freed memory", {{"samples", retained_random}, {"sequential_samples", retained_seq}}});
-  report.Add({"take/random-16-frag", "rows/s", Best(random16), "take/random-1-call (1 fragment)", best1, 0,
-              "", {{"samples", random16}, {"fragments", t16->manifest().fragments.size()}}});
-  report.Add({"take/random-256-16-frag", "rows/s", Best(random16_256), "take/random-256 (1 fragment)",
-              best256, 0, "", {{"samples", random16_256}}});
+  report.Add({"take/random-1-call",
+              "rows/s",
+              best1,
+              "take/sequential (same run)",
+              Best(sequential),
+              0,
+              "",
+              {{"samples", random1}, {"sequential_samples", sequential}}});
+  report.Add({"take/random-1-call",
+              "rows/s",
+              Best(retained_random),
+              "take/sequential",
+              Best(retained_seq),
+              0,
+              "malloc retains freed memory",
+              {{"samples", retained_random}, {"sequential_samples", retained_seq}}});
+  report.Add({"take/random-16-frag",
+              "rows/s",
+              Best(random16),
+              "take/random-1-call (1 fragment)",
+              best1,
+              0,
+              "",
+              {{"samples", random16}, {"fragments", t16->manifest().fragments.size()}}});
+  report.Add({"take/random-256-16-frag",
+              "rows/s",
+              Best(random16_256),
+              "take/random-256 (1 fragment)",
+              best256,
+              0,
+              "",
+              {{"samples", random16_256}}});
 
   std::string why;
   nlohmann::json duck = RunDuckDb(flags, tmp, csv, &why);
@@ -528,16 +561,33 @@ void RunTake(const Flags& flags, const TempDir& tmp, Report& report) {
   if (duck.is_null()) {
     std::printf("   DuckDB peer skipped: %s\n", why.c_str());
     report.extra()["duckdb_skipped"] = why;
-    report.Add({"take/random-256", "rows/s", best256, "take/random-1-call", best1, 0, "DuckDB skipped",
+    report.Add({"take/random-256",
+                "rows/s",
+                best256,
+                "take/random-1-call",
+                best1,
+                0,
+                "DuckDB skipped",
                 {{"samples", random256}}});
     return;
   }
   const double duck_loader = duck["loader_rows_per_s"].get<double>();
   const double duck_bulk = duck["bulk_rows_per_s"].get<double>();
-  report.Add({"take/random-256", "rows/s", best256,
-              "DuckDB parquet, 256 idx/query", duck_loader, 0, "target >= 50",
+  report.Add({"take/random-256",
+              "rows/s",
+              best256,
+              "DuckDB parquet, 256 idx/query",
+              duck_loader,
+              0,
+              "target >= 50",
               {{"samples", random256}, {"duckdb_ms_per_query", duck["loader_ms_per_batch"]}}});
-  report.Add({"take/random-1-call", "rows/s", best1, "DuckDB parquet, bulk join", duck_bulk, 0, "",
+  report.Add({"take/random-1-call",
+              "rows/s",
+              best1,
+              "DuckDB parquet, bulk join",
+              duck_bulk,
+              0,
+              "",
               {{"samples", random1}}});
 }
 
@@ -557,16 +607,18 @@ int main(int argc, char** argv) {
                {"duckdb", "auto"},
                {"duckdb_seconds", "20"},
                {"peers_dir", ""}},
-              "table_bench: flywheel table write/scan/take vs same-run baselines (see header of table_bench.cc)");
+              "table_bench: flywheel table write/scan/take vs same-run baselines (see header of "
+              "table_bench.cc)");
   TempDir tmp(flags.Str("tmp"), "fw_table_bench");
   const nlohmann::json machine = MachineInfo(tmp.path());
   std::printf("table_bench: %s, %lld CPUs, %s, %s, data in %s (%s)\n",
               machine["cpu_model"].get<std::string>().c_str(),
               static_cast<long long>(machine["nproc"].get<int64_t>()),
-              machine["mem_total"].get<std::string>().c_str(), machine["kernel"].get<std::string>().c_str(),
-              tmp.path().c_str(), machine["data_fs"].get<std::string>().c_str());
-  std::printf("each figure: best of %s runs; a page fault costs %.2f us here\n", flags.Str("repeats").c_str(),
-              machine["page_fault_us"].get<double>());
+              machine["mem_total"].get<std::string>().c_str(),
+              machine["kernel"].get<std::string>().c_str(), tmp.path().c_str(),
+              machine["data_fs"].get<std::string>().c_str());
+  std::printf("each figure: best of %s runs; a page fault costs %.2f us here\n",
+              flags.Str("repeats").c_str(), machine["page_fault_us"].get<double>());
   for (const auto& b : flags.List("benchmarks")) {
     if (b == "write") {
       Report r("table_write", "Table::Create + Append throughput vs raw write()");

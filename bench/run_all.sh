@@ -1,0 +1,87 @@
+#!/usr/bin/env bash
+# Runs every flywheel benchmark and writes bench/results/*.json, then prints a
+# summary table (figure, same-run baseline, ratio). Called by `make bench`.
+#
+#   bash bench/run_all.sh [BUILD_DIR]        (default: build)
+#
+# Environment:
+#   FW_BENCH_ROWS     rows for table_bench (default 1000000)
+#   FW_BENCH_REPEATS  runs per figure, best reported (default 3)
+#   FW_BENCH_ONLY     space-separated subset of: format table commit
+#   FW_BENCH_TMP      scratch parent directory (default /tmp)
+# Method and latest figures: docs/benchmarks.md.
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+BUILD="${1:-build}"
+case "$BUILD" in /*) ;; *) BUILD="$ROOT/$BUILD" ;; esac
+BIN="$BUILD/bench"
+OUT="$ROOT/bench/results"
+ROWS="${FW_BENCH_ROWS:-1000000}"
+REPEATS="${FW_BENCH_REPEATS:-3}"
+ONLY="${FW_BENCH_ONLY:-format table commit}"
+TMP="${FW_BENCH_TMP:-/tmp}"
+PYTHON="${PYTHON:-python3}"
+
+for b in table_bench commit_bench format_bench; do
+  if [[ ! -x "$BIN/$b" ]]; then
+    echo "run_all.sh: $BIN/$b is missing; build first (make build, or ninja -C $BUILD $b)" >&2
+    exit 1
+  fi
+done
+mkdir -p "$OUT"
+
+# The DuckDB peer (Node). Without node or the npm registry, table_bench skips
+# the DuckDB comparison and says so.
+PEERS="$ROOT/bench/peers"
+if [[ ! -d "$PEERS/node_modules/@duckdb/node-api" ]]; then
+  if command -v npm >/dev/null 2>&1; then
+    echo "== npm install in bench/peers (DuckDB peer)"
+    (cd "$PEERS" && npm install --no-audit --no-fund) || echo "run_all.sh: npm install failed; DuckDB peer will be skipped" >&2
+  else
+    echo "run_all.sh: npm not found; DuckDB peer will be skipped" >&2
+  fi
+fi
+
+echo "== flywheel benchmarks: $(nproc) CPUs, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), load $(cut -d' ' -f1-3 /proc/loadavg)"
+for what in $ONLY; do
+  case "$what" in
+    format)
+      echo; echo "== format_bench"
+      "$BIN/format_bench" --out="$OUT" --tmp="$TMP" --benchmark_repetitions="$REPEATS" ;;
+    table)
+      echo; echo "== table_bench"
+      "$BIN/table_bench" --rows="$ROWS" --repeats="$REPEATS" --out="$OUT" --tmp="$TMP" --peers_dir="$PEERS" ;;
+    commit)
+      echo; echo "== commit_bench"
+      "$BIN/commit_bench" --repeats="$REPEATS" --out="$OUT" --tmp="$TMP" ;;
+    *) echo "run_all.sh: unknown benchmark '$what' (format table commit)" >&2; exit 2 ;;
+  esac
+done
+
+echo
+echo "== summary (bench/results/*.json; each figure best of $REPEATS runs)"
+"$PYTHON" - "$OUT" <<'EOF'
+import json, pathlib, sys
+out = pathlib.Path(sys.argv[1])
+rows = []
+for name in ["table_write", "table_scan", "table_take", "commit", "format_bench"]:
+    p = out / f"{name}.json"
+    if not p.exists():
+        continue
+    j = json.loads(p.read_text())
+    for r in j["results"]:
+        rows.append((name, r["name"], f'{r["value"]:.4g} {r["unit"]}', r["baseline"],
+                     f'{r["baseline_value"]:.4g}', f'{r["ratio"]:.3f}', r.get("note", "")))
+    m = j["machine"]
+header = ("file", "figure", "value", "baseline (same run)", "baseline", "ratio", "note")
+widths = [max(len(str(x[i])) for x in rows + [header]) for i in range(len(header))]
+fmt = "  ".join("{:<%d}" % w for w in widths)
+print(fmt.format(*header))
+print(fmt.format(*["-" * w for w in widths]))
+for r in rows:
+    print(fmt.format(*r))
+if rows:
+    print(f'\nmachine: {m["cpu_model"]}, {m["nproc"]} CPUs, {m["mem_total"]}, {m["kernel"]}, '
+          f'commit {m["git_commit"][:12]}{" (dirty)" if m["git_dirty"] else ""}')
+EOF
