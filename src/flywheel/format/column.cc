@@ -1,6 +1,7 @@
 #include "flywheel/format/column.h"
 
 #include <algorithm>
+#include <new>
 
 #include "absl/strings/str_cat.h"
 
@@ -31,6 +32,13 @@ Buffer SliceBits(const Buffer& bits, int64_t offset, int64_t length) {
 Buffer Buffer::Copy(const void* data, size_t size) {
   std::vector<uint8_t> v(static_cast<const uint8_t*>(data), static_cast<const uint8_t*>(data) + size);
   return FromVector(std::move(v));
+}
+
+Buffer Buffer::Allocate(size_t size, uint8_t** data) {
+  uint8_t* p = static_cast<uint8_t*>(::operator new(std::max<size_t>(size, 1), std::align_val_t{64}));
+  std::shared_ptr<uint8_t> owner(p, [](uint8_t* q) { ::operator delete(q, std::align_val_t{64}); });
+  *data = p;
+  return Buffer{p, size, std::move(owner)};
 }
 
 Buffer Buffer::FromString(std::string s) {
@@ -218,9 +226,9 @@ Column TakeColumn(const Column& c, const int64_t* indices, size_t n) {
   out.length = static_cast<int64_t>(n);
   if (c.type.is_fixed_width()) {
     const size_t w = c.type.fixed_width();
-    std::vector<uint8_t> values(n * w);
-    for (size_t i = 0; i < n; ++i) std::memcpy(values.data() + i * w, c.values.data + indices[i] * w, w);
-    out.values = Buffer::FromVector(std::move(values));
+    uint8_t* dst = nullptr;
+    out.values = Buffer::Allocate(n * w, &dst);
+    for (size_t i = 0; i < n; ++i) std::memcpy(dst + i * w, c.values.data + indices[i] * w, w);
   } else {
     const size_t esize = ValueElemSize(c.type);
     const int64_t* o = c.offsets_data();

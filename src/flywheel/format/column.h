@@ -38,6 +38,9 @@ struct Buffer {
   bool empty() const { return size == 0; }
 
   static Buffer Copy(const void* data, size_t size);
+  // `size` uninitialised bytes, 64-byte aligned; *data receives the writable
+  // pointer. Gathers fill every byte, so zero-filling would be wasted work.
+  static Buffer Allocate(size_t size, uint8_t** data);
   static Buffer FromString(std::string s);
   template <typename T>
   static Buffer FromVector(std::vector<T> v) {

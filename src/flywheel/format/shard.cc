@@ -449,6 +449,15 @@ Status ShardReader::ParseFooter() {
       return d.Error(absl::StrCat("column '", schema_.fields[c].name, "' pages hold ", row,
                                   " rows, file has ", num_rows_));
     }
+    int64_t uniform = npages > 0 ? pages_[c][0].num_rows : 0;
+    uint8_t nulls_here = 0;
+    for (uint64_t p = 0; p < npages; ++p) {
+      if (p + 1 < npages && pages_[c][p].num_rows != uniform) uniform = 0;
+      if (p + 1 == npages && npages > 1 && pages_[c][p].num_rows > uniform) uniform = 0;
+      nulls_here |= pages_[c][p].null_count > 0;
+    }
+    uniform_rows_.push_back(uniform);
+    has_nulls_.push_back(nulls_here);
     verified_[c].reset(new std::atomic<uint8_t>[npages]);
     for (uint64_t p = 0; p < npages; ++p) verified_[c][p].store(0, std::memory_order_relaxed);
   }
@@ -467,6 +476,11 @@ Status ShardReader::ParseFooter() {
 }
 
 int ShardReader::FindPage(int column, int64_t row) const {
+  const int64_t uniform = uniform_rows_[column];
+  if (uniform > 0) {
+    const int64_t last = static_cast<int64_t>(page_starts_[column].size()) - 1;
+    return static_cast<int>(std::min(row / uniform, last));
+  }
   const auto& starts = page_starts_[column];
   return static_cast<int>(std::upper_bound(starts.begin(), starts.end(), row) - starts.begin()) - 1;
 }
@@ -580,14 +594,112 @@ Result<Column> ShardReader::Read(int column, int64_t start, int64_t length) cons
   return ConcatColumns(parts);
 }
 
+namespace {
+
+// Copies `width` bytes; constant widths let the compiler inline the copy.
+template <size_t W>
+void GatherRows(const uint8_t* const* page_values, const int64_t* page_first, const int32_t* page_of,
+                const int64_t* rows, const int64_t* positions, size_t n, uint8_t* out) {
+  for (size_t i = 0; i < n; ++i) {
+    const int32_t p = page_of[i];
+    const size_t pos = positions ? static_cast<size_t>(positions[i]) : i;
+    std::memcpy(out + pos * W, page_values[p] + (rows[i] - page_first[p]) * W, W);
+  }
+}
+
+}  // namespace
+
+Result<int64_t> ShardReader::GatherFixed(int column, const int64_t* rows, const int64_t* positions,
+                                         size_t n, uint8_t* out_values, uint8_t* out_validity) const {
+  if (column < 0 || column >= schema_.num_fields() || !schema_.fields[column].type.is_fixed_width()) {
+    return absl::InvalidArgumentError(absl::StrCat("reading ", path(), ": column ", column,
+                                                   " is not a fixed-width column"));
+  }
+  const auto& pages = pages_[column];
+  const size_t w = schema_.fields[column].type.fixed_width();
+  // Page of each row, and each touched page decoded once (mapped pages are
+  // views; `held` keeps copies alive for the duration of the call).
+  std::vector<const uint8_t*> page_values(pages.size(), nullptr);
+  std::vector<const uint8_t*> page_validity(pages.size(), nullptr);
+  std::vector<int64_t> page_first(pages.size());
+  std::vector<Column> held;
+  std::vector<int32_t> page_of(n);
+  for (size_t p = 0; p < pages.size(); ++p) page_first[p] = pages[p].first_row;
+  for (size_t i = 0; i < n; ++i) {
+    const int64_t r = rows[i];
+    if (r < 0 || r >= num_rows_) {
+      return absl::OutOfRangeError(
+          absl::StrCat("reading ", path(), ": row ", r, " outside [0, ", num_rows_, ")"));
+    }
+    const int p = FindPage(column, r);
+    page_of[i] = p;
+    if (page_values[p] == nullptr) {
+      FW_ASSIGN_OR_RETURN(Column page, ReadPage(column, p));
+      page_values[p] = page.values.data;
+      page_validity[p] = page.validity.empty() ? nullptr : page.validity.data;
+      held.push_back(std::move(page));
+    }
+  }
+  switch (w) {
+    case 1: GatherRows<1>(page_values.data(), page_first.data(), page_of.data(), rows, positions, n, out_values); break;
+    case 2: GatherRows<2>(page_values.data(), page_first.data(), page_of.data(), rows, positions, n, out_values); break;
+    case 4: GatherRows<4>(page_values.data(), page_first.data(), page_of.data(), rows, positions, n, out_values); break;
+    case 8: GatherRows<8>(page_values.data(), page_first.data(), page_of.data(), rows, positions, n, out_values); break;
+    case 16: GatherRows<16>(page_values.data(), page_first.data(), page_of.data(), rows, positions, n, out_values); break;
+    case 32: GatherRows<32>(page_values.data(), page_first.data(), page_of.data(), rows, positions, n, out_values); break;
+    case 64: GatherRows<64>(page_values.data(), page_first.data(), page_of.data(), rows, positions, n, out_values); break;
+    default:
+      for (size_t i = 0; i < n; ++i) {
+        const int32_t p = page_of[i];
+        const size_t pos = positions ? static_cast<size_t>(positions[i]) : i;
+        std::memcpy(out_values + pos * w, page_values[p] + (rows[i] - page_first[p]) * w, w);
+      }
+  }
+  int64_t nulls = 0;
+  if (out_validity != nullptr) {
+    for (size_t i = 0; i < n; ++i) {
+      const int32_t p = page_of[i];
+      const int64_t local = rows[i] - page_first[p];
+      const bool valid = page_validity[p] == nullptr || ((page_validity[p][local >> 3] >> (local & 7)) & 1);
+      const size_t pos = positions ? static_cast<size_t>(positions[i]) : i;
+      if (valid) {
+        out_validity[pos >> 3] |= static_cast<uint8_t>(1u << (pos & 7));
+      } else {
+        out_validity[pos >> 3] &= static_cast<uint8_t>(~(1u << (pos & 7)));
+        nulls++;
+      }
+    }
+  }
+  return nulls;
+}
+
 Result<Column> ShardReader::Take(int column, const int64_t* rows, size_t n) const {
   if (column < 0 || column >= schema_.num_fields()) {
     return absl::OutOfRangeError(absl::StrCat("reading ", path(), ": no column ", column));
   }
+  const DataType& type = schema_.fields[column].type;
+  Column out;
+  out.type = type;
+  out.length = static_cast<int64_t>(n);
+  if (type.is_fixed_width()) {
+    uint8_t* values = nullptr;
+    out.values = Buffer::Allocate(n * type.fixed_width(), &values);
+    uint8_t* validity = nullptr;
+    Buffer validity_buf;
+    if (has_nulls_[column] && n > 0) {
+      validity_buf = Buffer::Allocate((n + 7) / 8, &validity);
+      validity[(n + 7) / 8 - 1] = 0;  // bits past row n stay zero
+    }
+    FW_ASSIGN_OR_RETURN(int64_t nulls, GatherFixed(column, rows, nullptr, n, values, validity));
+    if (nulls > 0) {
+      out.validity = std::move(validity_buf);
+      out.null_count = nulls;
+    }
+    return out;
+  }
   const auto& pages = pages_[column];
   std::vector<Column> decoded(pages.size());
   std::vector<uint8_t> have(pages.size(), 0);
-  // Translate rows to (page, row-in-page) once, then gather per page.
   std::vector<int64_t> local(n);
   std::vector<int32_t> page_of(n);
   for (size_t i = 0; i < n; ++i) {
@@ -604,42 +716,23 @@ Result<Column> ShardReader::Take(int column, const int64_t* rows, size_t n) cons
       have[p] = 1;
     }
   }
-  const DataType& type = schema_.fields[column].type;
-  Column out;
-  out.type = type;
-  out.length = static_cast<int64_t>(n);
-  bool any_nulls = false;
-  for (const auto& pi : pages) any_nulls |= pi.null_count > 0;
-  if (type.is_fixed_width()) {
-    const size_t w = type.fixed_width();
-    std::vector<uint64_t> values((n * w + 7) / 8);
-    uint8_t* dst = reinterpret_cast<uint8_t*>(values.data());
-    for (size_t i = 0; i < n; ++i) {
-      std::memcpy(dst + i * w, decoded[page_of[i]].values.data + local[i] * w, w);
-    }
-    out.values = Buffer::FromVector(std::move(values));
-    out.values.size = n * w;
-  } else {
-    const size_t esize = ValueElemSize(type);
-    std::vector<int64_t> offsets(n + 1);
-    offsets[0] = 0;
-    for (size_t i = 0; i < n; ++i) {
-      const int64_t* o = decoded[page_of[i]].offsets_data();
-      offsets[i + 1] = offsets[i] + (o[local[i] + 1] - o[local[i]]);
-    }
-    std::vector<uint64_t> values((static_cast<size_t>(offsets[n]) * esize + 7) / 8 + 1);
-    uint8_t* dst = reinterpret_cast<uint8_t*>(values.data());
-    for (size_t i = 0; i < n; ++i) {
-      const Column& pc = decoded[page_of[i]];
-      const int64_t* o = pc.offsets_data();
-      std::memcpy(dst + offsets[i] * esize, pc.values.data + o[local[i]] * esize,
-                  static_cast<size_t>(o[local[i] + 1] - o[local[i]]) * esize);
-    }
-    out.values = Buffer::FromVector(std::move(values));
-    out.values.size = static_cast<size_t>(offsets[n]) * esize;
-    out.offsets = Buffer::FromVector(std::move(offsets));
+  const size_t esize = ValueElemSize(type);
+  std::vector<int64_t> offsets(n + 1);
+  offsets[0] = 0;
+  for (size_t i = 0; i < n; ++i) {
+    const int64_t* o = decoded[page_of[i]].offsets_data();
+    offsets[i + 1] = offsets[i] + (o[local[i] + 1] - o[local[i]]);
   }
-  if (any_nulls) {
+  uint8_t* dst = nullptr;
+  out.values = Buffer::Allocate(static_cast<size_t>(offsets[n]) * esize, &dst);
+  for (size_t i = 0; i < n; ++i) {
+    const Column& pc = decoded[page_of[i]];
+    const int64_t* o = pc.offsets_data();
+    std::memcpy(dst + offsets[i] * esize, pc.values.data + o[local[i]] * esize,
+                static_cast<size_t>(o[local[i] + 1] - o[local[i]]) * esize);
+  }
+  out.offsets = Buffer::FromVector(std::move(offsets));
+  if (has_nulls_[column]) {
     std::vector<bool> valid(n);
     for (size_t i = 0; i < n; ++i) valid[i] = decoded[page_of[i]].IsValid(local[i]);
     SetValidity(out, valid);

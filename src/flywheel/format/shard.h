@@ -111,6 +111,14 @@ class ShardReader {
   Result<Column> Read(int column, int64_t start, int64_t length) const;
   // Rows at `rows` (any order, repeats allowed) gathered into a new column.
   Result<Column> Take(int column, const int64_t* rows, size_t n) const;
+  // The gather under Take for fixed-width columns: row rows[i] is copied to
+  // out_values + pos(i) * width and its validity bit to bit pos(i) of
+  // out_validity (cleared for nulls, set otherwise; may be null when
+  // has_nulls(column) is false), where pos(i) = positions ? positions[i] : i.
+  // Returns the number of nulls gathered. REQUIRES: fixed-width column.
+  Result<int64_t> GatherFixed(int column, const int64_t* rows, const int64_t* positions, size_t n,
+                              uint8_t* out_values, uint8_t* out_validity) const;
+  bool has_nulls(int column) const { return has_nulls_[column]; }
 
  private:
   ShardReader() = default;
@@ -124,6 +132,10 @@ class ShardReader {
   std::map<std::string, std::string> metadata_;
   std::vector<std::vector<PageInfo>> pages_;
   std::vector<std::vector<int64_t>> page_starts_;
+  // Rows per page when every page but the last holds the same number (the
+  // writer's fixed-width case): FindPage is then a division. 0 otherwise.
+  std::vector<int64_t> uniform_rows_;
+  std::vector<uint8_t> has_nulls_;
   // One flag per page of mapped uncompressed data: checked once.
   std::vector<std::unique_ptr<std::atomic<uint8_t>[]>> verified_;
 };

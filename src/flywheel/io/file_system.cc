@@ -201,7 +201,7 @@ class PosixFs final : public FileSystem {
   }
 
   Status PutIfAbsent(const std::string& path, std::string_view data) override {
-    FW_ASSIGN_OR_RETURN(std::string tmp, WriteTemp(path, data));
+    FW_ASSIGN_OR_RETURN(std::string tmp, WriteTemp(path, data, options_.sync));
     const int rc = ::link(tmp.c_str(), path.c_str());
     const int err = errno;
     ::unlink(tmp.c_str());
@@ -214,7 +214,8 @@ class PosixFs final : public FileSystem {
   }
 
   Status Put(const std::string& path, std::string_view data) override {
-    FW_ASSIGN_OR_RETURN(std::string tmp, WriteTemp(path, data));
+    // Hints only: atomic but not made durable (readers never trust them).
+    FW_ASSIGN_OR_RETURN(std::string tmp, WriteTemp(path, data, /*sync=*/false));
     if (::rename(tmp.c_str(), path.c_str()) != 0) {
       const int err = errno;
       ::unlink(tmp.c_str());
@@ -290,12 +291,12 @@ class PosixFs final : public FileSystem {
   }
 
  private:
-  Result<std::string> WriteTemp(const std::string& path, std::string_view data) {
+  Result<std::string> WriteTemp(const std::string& path, std::string_view data, bool sync) {
     const std::string tmp = TempName(path);
     const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
     if (fd < 0) return ErrnoStatus(errno, "creating", tmp);
     Status s = WriteAll(fd, data.data(), data.size(), tmp);
-    if (s.ok() && options_.sync && ::fsync(fd) != 0) s = ErrnoStatus(errno, "syncing", tmp);
+    if (s.ok() && sync && ::fsync(fd) != 0) s = ErrnoStatus(errno, "syncing", tmp);
     if (::close(fd) != 0 && s.ok()) s = ErrnoStatus(errno, "closing", tmp);
     if (!s.ok()) {
       ::unlink(tmp.c_str());

@@ -10,8 +10,8 @@
 //    exactly `data`, or fails with AlreadyExists, atomically with respect to
 //    every other writer. POSIX: write a temp file, fsync, link() it to the
 //    final name (never rename-over), unlink the temp.
-//  - Put replaces a file atomically (temp + rename); only for hints that
-//    readers never trust.
+//  - Put replaces a file atomically (temp + rename) without making it
+//    durable; only for hints that readers never trust.
 //  - NewWritable streams a new, uniquely named file (O_EXCL); it is durable
 //    after Close() returns OK. Such files are invisible to readers until a
 //    manifest names them.

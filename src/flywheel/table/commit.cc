@@ -80,7 +80,10 @@ Status Table::Impl::Commit(Table* t, const CommitOptions& commit, PendingCommit 
           " but versions ", base.version + 1, "..", retained.back() - 1,
           " were expired since, so it cannot be checked against them; reopen the table and retry"));
     }
-    Status s = fs->PutIfAbsent(ManifestPath(t->uri_, next.version), next.Encode());
+    // When the listing already shows base+1, skip the (fsynced) publish attempt.
+    Status s = std::binary_search(retained.begin(), retained.end(), next.version)
+                   ? absl::AlreadyExistsError("next version exists")
+                   : fs->PutIfAbsent(ManifestPath(t->uri_, next.version), next.Encode());
     if (s.ok()) {
       t->manifest_ = std::move(next);
       t->impl_->RebuildIndex(t->manifest_);

@@ -69,6 +69,10 @@ struct Table::Impl {
   // fields the fragment's files lack read as null or the field default.
   Result<format::Column> ReadRange(const std::string& uri, const Fragment& f,
                                    const format::Field& field, int64_t start, int64_t len);
+  // The reader and shard column holding `field` in fragment `f`; a null
+  // reader when the fragment predates the field.
+  Result<std::pair<std::shared_ptr<format::ShardReader>, int>> Locate(const std::string& uri, const Fragment& f,
+                                                                       const format::Field& field);
   Result<format::Column> TakeRows(const std::string& uri, const Fragment& f,
                                   const format::Field& field, const int64_t* rows, size_t n);
 };

@@ -9,6 +9,7 @@
 #include <cerrno>
 
 #include <algorithm>
+#include <cstring>
 #include <chrono>
 #include <cinttypes>
 #include <cstdlib>
@@ -297,6 +298,19 @@ Result<Column> Table::Impl::ReadRange(const std::string& uri, const Fragment& f,
   }
   FW_ASSIGN_OR_RETURN(int col, ShardColumn(*reader, field));
   return reader->Read(col, start, len);
+}
+
+Result<std::pair<std::shared_ptr<format::ShardReader>, int>> Table::Impl::Locate(
+    const std::string& uri, const Fragment& f, const format::Field& field) {
+  const DataFile* file = nullptr;
+  if (!FindField(f, field.id, &file)) return std::make_pair(std::shared_ptr<format::ShardReader>(), -1);
+  FW_ASSIGN_OR_RETURN(auto reader, Reader(uri, *file));
+  if (reader->num_rows() != f.num_rows) {
+    return absl::DataLossError(absl::StrCat(reader->path(), " has ", reader->num_rows(),
+                                            " rows, manifest says ", f.num_rows));
+  }
+  FW_ASSIGN_OR_RETURN(int col, ShardColumn(*reader, field));
+  return std::make_pair(std::move(reader), col);
 }
 
 Result<Column> Table::Impl::TakeRows(const std::string& uri, const Fragment& f,
@@ -614,7 +628,47 @@ Result<RecordBatch> Table::Take(const std::vector<int64_t>& indices,
   for (size_t f = 0; f < frags.size(); ++f) base[f + 1] = base[f] + static_cast<int64_t>(rows_by_frag[f].size());
   std::vector<int64_t> cursor(base.begin(), base.end() - 1);
   for (size_t i = 0; i < n; ++i) pos_in_concat[i] = cursor[frag_of[i]]++;
+  std::vector<std::vector<int64_t>> pos_by_frag(frags.size());
+  for (size_t i = 0; i < n; ++i) pos_by_frag[frag_of[i]].push_back(static_cast<int64_t>(i));
   for (int c : cols) {
+    const format::Field& field = schema().fields[c];
+    if (field.type.is_fixed_width()) {
+      // Each fragment's rows go straight to their output positions.
+      const size_t w = field.type.fixed_width();
+      Column col;
+      col.type = field.type;
+      col.length = static_cast<int64_t>(n);
+      uint8_t* values = nullptr;
+      col.values = format::Buffer::Allocate(n * w, &values);
+      std::vector<uint8_t> validity((n + 7) / 8, 0xff);
+      bool validity_used = false;
+      for (size_t f = 0; f < frags.size(); ++f) {
+        if (rows_by_frag[f].empty()) continue;
+        FW_ASSIGN_OR_RETURN(auto where, impl_->Locate(uri_, frags[f], field));
+        const auto& [reader, sc] = where;
+        if (reader) {
+          const bool nulls = reader->has_nulls(sc);
+          FW_ASSIGN_OR_RETURN(int64_t k, reader->GatherFixed(sc, rows_by_frag[f].data(), pos_by_frag[f].data(),
+                                                             rows_by_frag[f].size(), values,
+                                                             nulls ? validity.data() : nullptr));
+          col.null_count += k;
+          validity_used |= nulls;
+        } else {
+          FW_ASSIGN_OR_RETURN(Column d, DefaultColumn(field, 1));
+          for (int64_t pos : pos_by_frag[f]) {
+            std::memcpy(values + pos * w, d.values.data, w);
+            if (!d.IsValid(0)) {
+              validity[pos >> 3] &= static_cast<uint8_t>(~(1u << (pos & 7)));
+              col.null_count++;
+              validity_used = true;
+            }
+          }
+        }
+      }
+      if (validity_used && col.null_count > 0) col.validity = format::Buffer::FromVector(std::move(validity));
+      out.columns.push_back(std::move(col));
+      continue;
+    }
     std::vector<Column> parts;
     for (size_t f = 0; f < frags.size(); ++f) {
       if (rows_by_frag[f].empty()) continue;

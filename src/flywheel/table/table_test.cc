@@ -343,3 +343,51 @@ TEST(TableConfigTest, CodecChosenAtCreateIsUsedByLaterWriters) {
 
 }  // namespace
 }  // namespace flywheel::table
+
+namespace flywheel::table {
+namespace {
+
+TEST(TableTakeTest, FixedWidthNullsAcrossFragmentsKeepTheirPositions) {
+  char tmpl[] = "/tmp/fw_table_take.XXXXXX";
+  ASSERT_NE(mkdtemp(tmpl), nullptr);
+  const std::string uri = std::string(tmpl) + "/t";
+  TableOptions opts;
+  opts.fs = io::PosixFileSystem(io::PosixOptions{.sync = false});
+  opts.shard.page_size = 1024;
+  auto schema = *format::Schema::Parse("v:int32?");
+  auto t = *Table::Create(uri, schema, opts);
+  for (int f = 0; f < 3; ++f) {
+    format::RecordBatch b;
+    b.schema = schema;
+    b.num_rows = 700;
+    std::vector<int32_t> v(700);
+    std::vector<bool> valid(700);
+    for (int i = 0; i < 700; ++i) {
+      v[i] = f * 1000 + i;
+      valid[i] = i % 3 != 0;
+    }
+    auto col = format::MakeFixedColumn(format::DataType::Scalar(format::TypeId::kInt32), v);
+    format::SetValidity(col, valid);
+    b.columns.push_back(col);
+    ASSERT_TRUE(t->Append(b).ok());
+  }
+  std::vector<int64_t> idx;
+  for (int k = 0; k < 500; ++k) idx.push_back((k * 7919) % 2100);
+  auto got = t->Take(idx);
+  ASSERT_TRUE(got.ok()) << got.status();
+  const format::Column& c = got->columns[0];
+  int64_t nulls = 0;
+  for (size_t k = 0; k < idx.size(); ++k) {
+    const int64_t f = idx[k] / 700, i = idx[k] % 700;
+    ASSERT_EQ(c.IsValid(static_cast<int64_t>(k)), i % 3 != 0) << k;
+    if (i % 3 != 0) {
+      ASSERT_EQ(c.values.as<int32_t>()[k], f * 1000 + i);
+    }
+    nulls += i % 3 == 0;
+  }
+  EXPECT_EQ(c.null_count, nulls);
+  std::system((std::string("rm -rf ") + tmpl).c_str());
+}
+
+}  // namespace
+}  // namespace flywheel::table
