@@ -1,0 +1,300 @@
+#include "flywheel/replay/table.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+#include "flywheel/base/logging.h"
+#include "flywheel/base/metrics.h"
+
+namespace flywheel::replay {
+namespace {
+
+}  // namespace
+
+struct Table::TableMetrics {
+  Counter* inserts;
+  Counter* samples;
+  Gauge* size;
+  Histogram* blocked_insert;
+  Histogram* blocked_sample;
+};
+
+namespace {
+
+Table::TableMetrics MetricsFor(const std::string& table) {
+  const Labels l = {{"table", table}};
+  return Table::TableMetrics{
+      Metrics().GetCounter("flywheel_replay_inserts_total", "Items inserted", l),
+      Metrics().GetCounter("flywheel_replay_samples_total", "Items sampled", l),
+      Metrics().GetGauge("flywheel_replay_size", "Items in the table", l),
+      Metrics().GetHistogram("flywheel_replay_insert_blocked_seconds", "Time inserts waited for the rate limiter", l),
+      Metrics().GetHistogram("flywheel_replay_sample_blocked_seconds", "Time samples waited for the rate limiter", l),
+  };
+}
+
+}  // namespace
+
+Status TableOptions::Validate() const {
+  if (name.empty()) return absl::InvalidArgumentError("replay table needs a name");
+  if (max_size < 1) return absl::InvalidArgumentError(absl::StrCat("table '", name, "': max_size must be >= 1"));
+  if (max_times_sampled < 0) {
+    return absl::InvalidArgumentError(absl::StrCat("table '", name, "': max_times_sampled must be >= 0"));
+  }
+  FW_RETURN_IF_ERROR_CTX(rate_limiter.Validate(), "table '", name, "' rate limiter");
+  if (signature) {
+    for (const auto& [col, type] : signature->columns) {
+      if (!type.is_fixed_width()) {
+        return absl::InvalidArgumentError(absl::StrCat("table '", name, "' signature: column '", col,
+                                                       "' must be a fixed-width type per step"));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+Result<std::unique_ptr<Table>> Table::Create(TableOptions options) {
+  FW_RETURN_IF_ERROR(options.Validate());
+  std::unique_ptr<Table> t(new Table());
+  t->name_ = options.name;
+  t->max_size_ = options.max_size;
+  t->max_times_sampled_ = options.max_times_sampled;
+  t->signature_ = std::move(options.signature);
+  t->watchdog_ = options.watchdog;
+  t->metrics_ = std::make_unique<TableMetrics>(MetricsFor(t->name_));
+  absl::MutexLock lock(&t->mu_);
+  t->sampler_ = options.sampler ? std::move(options.sampler) : NewUniformSelector();
+  t->remover_ = options.remover ? std::move(options.remover) : NewFifoSelector();
+  t->limiter_ = std::make_unique<RateLimiter>(options.rate_limiter);
+  return t;
+}
+
+Table::~Table() { Close(); }
+
+void Table::Close() {
+  absl::MutexLock lock(&mu_);
+  closed_ = true;
+  limiter_->Cancel();
+}
+
+Status Table::AwaitLocked(bool insert, absl::Duration timeout, const bool* cancelled) {
+  const absl::Time start = absl::Now();
+  const absl::Time deadline = timeout == absl::InfiniteDuration() ? absl::InfiniteFuture() : start + timeout;
+  absl::Time next_warning = watchdog_ > absl::ZeroDuration() ? start + watchdog_ : absl::InfiniteFuture();
+  while (true) {
+    if (closed_) return absl::CancelledError(absl::StrCat("table '", name_, "' was closed"));
+    // Wait until the deadline or the next watchdog report, whichever is first;
+    // Close() cancels the limiter, which wakes every waiter.
+    const absl::Time until = std::min(deadline, next_warning);
+    const absl::Duration slice = until == absl::InfiniteFuture() ? absl::InfiniteDuration()
+                                                                 : std::max(until - absl::Now(), absl::ZeroDuration());
+    Status s = insert ? limiter_->AwaitCanInsert(&mu_, slice, cancelled)
+                      : limiter_->AwaitCanSample(&mu_, slice, cancelled);
+    if (s.ok()) return s;
+    if (closed_) return absl::CancelledError(absl::StrCat("table '", name_, "' was closed"));
+    if (!absl::IsDeadlineExceeded(s)) {
+      return Annotate(s, absl::StrCat(insert ? "insert into" : "sample from", " table '", name_, "'"));
+    }
+    const absl::Time now = absl::Now();
+    if (now >= deadline) {
+      return Annotate(s, absl::StrCat(insert ? "insert into" : "sample from", " table '", name_, "' timed out after ",
+                                      absl::FormatDuration(timeout)));
+    }
+    FW_LOG(WARNING) << (insert ? "insert into" : "sample from") << " table '" << name_ << "' blocked for "
+                    << absl::FormatDuration(now - start) << ":\n" << limiter_->Explain();
+    next_warning = now + watchdog_;
+  }
+}
+
+Status Table::Insert(Item item, absl::Duration timeout, const bool* cancelled) {
+  if (item.columns.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat("insert into table '", name_, "': item ", item.key, " has no columns"));
+  }
+  if (!(item.priority >= 0) || item.priority == HUGE_VAL) {
+    return absl::InvalidArgumentError(absl::StrCat("insert into table '", name_, "': item ", item.key,
+                                                   " has priority ", item.priority, "; priorities must be finite and >= 0"));
+  }
+  for (const auto& col : item.columns) {
+    FW_RETURN_IF_ERROR_CTX(col.Validate(), "insert into table '", name_, "': item ", item.key);
+  }
+  if (signature_) {
+    for (const auto& col : item.columns) {
+      auto it = std::find_if(signature_->columns.begin(), signature_->columns.end(),
+                             [&](const auto& s) { return s.first == col.name; });
+      if (it == signature_->columns.end()) {
+        return absl::InvalidArgumentError(absl::StrCat("insert into table '", name_, "': column '", col.name,
+                                                       "' is not in the table signature"));
+      }
+      if (!(it->second == col.step_type())) {
+        return absl::InvalidArgumentError(absl::StrCat("insert into table '", name_, "': column '", col.name,
+                                                       "' holds ", col.step_type().ToString(), ", the signature says ",
+                                                       it->second.ToString()));
+      }
+    }
+    if (item.columns.size() != signature_->columns.size()) {
+      return absl::InvalidArgumentError(absl::StrCat("insert into table '", name_, "': item has ", item.columns.size(),
+                                                     " columns, the signature has ", signature_->columns.size()));
+    }
+  }
+  const absl::Time start = absl::Now();
+  absl::MutexLock lock(&mu_);
+  if (items_.contains(item.key)) {
+    return absl::AlreadyExistsError(absl::StrCat("table '", name_, "' already holds item ", item.key));
+  }
+  FW_RETURN_IF_ERROR(AwaitLocked(/*insert=*/true, timeout, cancelled));
+  if (items_.contains(item.key)) {
+    return absl::AlreadyExistsError(absl::StrCat("table '", name_, "' already holds item ", item.key));
+  }
+  if (static_cast<int64_t>(items_.size()) >= max_size_) {
+    FW_ASSIGN_OR_RETURN(KeyWithProbability victim, remover_->Sample());
+    FW_RETURN_IF_ERROR(DeleteLocked(victim.key));
+    evicted_++;
+  }
+  const ItemKey key = item.key;
+  FW_RETURN_IF_ERROR(sampler_->Insert(key, item.priority));
+  Status rs = remover_->Insert(key, item.priority);
+  if (!rs.ok()) {
+    (void)sampler_->Delete(key);
+    return rs;
+  }
+  items_.emplace(key, std::make_shared<Item>(std::move(item)));
+  limiter_->Insert();
+  metrics_->inserts->Increment();
+  metrics_->size->Set(static_cast<double>(items_.size()));
+  metrics_->blocked_insert->Observe(absl::ToDoubleSeconds(absl::Now() - start));
+  return absl::OkStatus();
+}
+
+Status Table::DeleteLocked(ItemKey key) {
+  auto it = items_.find(key);
+  if (it == items_.end()) return absl::NotFoundError(absl::StrCat("table '", name_, "' has no item ", key));
+  FW_RETURN_IF_ERROR(sampler_->Delete(key));
+  FW_RETURN_IF_ERROR(remover_->Delete(key));
+  items_.erase(it);
+  limiter_->Delete();
+  deleted_++;
+  return absl::OkStatus();
+}
+
+Result<SampledItem> Table::SampleLocked() {
+  FW_ASSIGN_OR_RETURN(KeyWithProbability pick, sampler_->Sample());
+  auto it = items_.find(pick.key);
+  if (it == items_.end()) {
+    return absl::InternalError(absl::StrCat("table '", name_, "': sampler returned unknown key ", pick.key));
+  }
+  Item& item = *it->second;
+  item.times_sampled++;
+  SampledItem out;
+  out.item = std::make_shared<const Item>(item);  // metadata copy; chunks shared
+  out.probability = pick.probability;
+  out.table_size = static_cast<int64_t>(items_.size());
+  out.times_sampled = item.times_sampled;
+  limiter_->Sample();
+  if (max_times_sampled_ > 0 && item.times_sampled >= max_times_sampled_) {
+    FW_RETURN_IF_ERROR(DeleteLocked(pick.key));
+  }
+  return out;
+}
+
+Result<SampledItem> Table::Sample(absl::Duration timeout, const bool* cancelled) {
+  FW_ASSIGN_OR_RETURN(auto batch, SampleBatch(1, false, timeout, cancelled));
+  return std::move(batch.front());
+}
+
+Result<std::vector<SampledItem>> Table::SampleBatch(int64_t n, bool flexible, absl::Duration timeout,
+                                                    const bool* cancelled) {
+  if (n < 1) return absl::InvalidArgumentError("sample batch size must be >= 1");
+  const absl::Time start = absl::Now();
+  const absl::Time deadline = timeout == absl::InfiniteDuration() ? absl::InfiniteFuture() : start + timeout;
+  std::vector<SampledItem> out;
+  absl::MutexLock lock(&mu_);
+  while (static_cast<int64_t>(out.size()) < n) {
+    if (out.empty() || !flexible) {
+      const absl::Duration left = deadline == absl::InfiniteFuture() ? absl::InfiniteDuration() : deadline - absl::Now();
+      FW_RETURN_IF_ERROR(AwaitLocked(/*insert=*/false, std::max(left, absl::ZeroDuration()), cancelled));
+    } else if (!limiter_->CanSample()) {
+      break;
+    }
+    FW_ASSIGN_OR_RETURN(SampledItem s, SampleLocked());
+    out.push_back(std::move(s));
+  }
+  metrics_->samples->Increment(static_cast<int64_t>(out.size()));
+  metrics_->size->Set(static_cast<double>(items_.size()));
+  metrics_->blocked_sample->Observe(absl::ToDoubleSeconds(absl::Now() - start));
+  return out;
+}
+
+Result<int64_t> Table::MutatePriorities(const std::vector<std::pair<ItemKey, double>>& updates,
+                                        const std::vector<ItemKey>& deletes) {
+  for (const auto& [key, p] : updates) {
+    if (!(p >= 0) || p == HUGE_VAL) {
+      return absl::InvalidArgumentError(absl::StrCat("table '", name_, "': priority ", p, " for item ", key,
+                                                     " must be finite and >= 0"));
+    }
+  }
+  absl::MutexLock lock(&mu_);
+  int64_t missing = 0;
+  for (const auto& [key, p] : updates) {
+    auto it = items_.find(key);
+    if (it == items_.end()) {
+      missing++;
+      continue;
+    }
+    it->second->priority = p;
+    FW_RETURN_IF_ERROR(sampler_->Update(key, p));
+    FW_RETURN_IF_ERROR(remover_->Update(key, p));
+  }
+  for (ItemKey key : deletes) {
+    if (!items_.contains(key)) {
+      missing++;
+      continue;
+    }
+    FW_RETURN_IF_ERROR(DeleteLocked(key));
+  }
+  return missing;
+}
+
+void Table::Reset() {
+  absl::MutexLock lock(&mu_);
+  items_.clear();
+  sampler_->Clear();
+  remover_->Clear();
+  limiter_->Reset();
+}
+
+TableInfo Table::Info() const {
+  absl::MutexLock lock(&mu_);
+  TableInfo info;
+  info.name = name_;
+  info.size = static_cast<int64_t>(items_.size());
+  info.max_size = max_size_;
+  info.max_times_sampled = max_times_sampled_;
+  info.limiter = limiter_->state();
+  info.limiter_options = limiter_->options();
+  info.blocked_inserts = limiter_->blocked_inserts();
+  info.blocked_samples = limiter_->blocked_samples();
+  info.sampler = sampler_->Describe();
+  info.remover = remover_->Describe();
+  info.num_episodes_evicted = evicted_;
+  info.num_deleted = deleted_;
+  return info;
+}
+
+std::string Table::Explain() const {
+  absl::MutexLock lock(&mu_);
+  return absl::StrCat("table '", name_, "': ", items_.size(), " of ", max_size_, " items, sampler ",
+                      sampler_->Describe(), ", remover ", remover_->Describe(),
+                      max_times_sampled_ > 0 ? absl::StrCat(", items deleted after ", max_times_sampled_, " samples")
+                                             : std::string(),
+                      "\n", limiter_->Explain());
+}
+
+std::vector<std::shared_ptr<const Item>> Table::Items() const {
+  absl::MutexLock lock(&mu_);
+  std::vector<std::shared_ptr<const Item>> out;
+  out.reserve(items_.size());
+  for (const auto& [key, item] : items_) out.push_back(std::make_shared<const Item>(*item));
+  return out;
+}
+
+}  // namespace flywheel::replay

@@ -1,0 +1,142 @@
+// A replay table: items (key, priority, trajectory of shared chunks) that
+// writers insert and learners sample, under a rate limiter. Semantics follow
+// Reverb's Table: a sampler selector picks what to sample, a remover selector
+// picks what to evict at max_size, items are deleted after
+// max_times_sampled samples (0 = unlimited). See docs/replay.md.
+//
+// Blocking calls (Insert, Sample, SampleBatch) take a timeout and an
+// optional cancellation flag; while blocked longer than the watchdog
+// threshold they log Explain() once per threshold.
+//
+// Thread-safety: all methods are thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "flywheel/base/status.h"
+#include "flywheel/replay/chunk.h"
+#include "flywheel/replay/rate_limiter.h"
+#include "flywheel/replay/selectors/interface.h"
+
+namespace flywheel::replay {
+
+struct Item {
+  ItemKey key = 0;
+  double priority = 0;
+  int32_t times_sampled = 0;
+  std::vector<TrajectoryColumn> columns;
+};
+
+// Expected trajectory columns: names and per-step types.
+struct Signature {
+  std::vector<std::pair<std::string, format::DataType>> columns;
+};
+
+struct TableOptions {
+  std::string name;
+  std::unique_ptr<ItemSelector> sampler;  // default: Uniform
+  std::unique_ptr<ItemSelector> remover;  // default: Fifo
+  int64_t max_size = 1000000;             // items; inserting beyond evicts one (remover)
+  int32_t max_times_sampled = 0;          // delete after this many samples; 0 = unlimited
+  RateLimiterOptions rate_limiter = RateLimiterOptions::MinSize(1);
+  std::optional<Signature> signature;     // checked on insert when set
+  // Log Explain() when a call has been blocked this long (0 = never).
+  absl::Duration watchdog = absl::Seconds(10);
+
+  Status Validate() const;
+};
+
+struct SampledItem {
+  std::shared_ptr<const Item> item;  // trajectory and priority at sample time
+  double probability = 0;
+  int64_t table_size = 0;
+  int32_t times_sampled = 0;         // including this sample
+};
+
+struct TableInfo {
+  std::string name;
+  int64_t size = 0;
+  int64_t max_size = 0;
+  int32_t max_times_sampled = 0;
+  RateLimiterState limiter;
+  RateLimiterOptions limiter_options;
+  int blocked_inserts = 0;
+  int blocked_samples = 0;
+  std::string sampler;
+  std::string remover;
+  int64_t num_episodes_evicted = 0;  // items removed by the remover
+  int64_t num_deleted = 0;           // all deletions (evict, max_times_sampled, by key)
+};
+
+class Table {
+ public:
+  static Result<std::unique_ptr<Table>> Create(TableOptions options);
+  ~Table();
+
+  const std::string& name() const { return name_; }
+
+  // Inserts an item, waiting for the rate limiter. AlreadyExists for a key
+  // already present; InvalidArgument when the trajectory does not match the
+  // signature or is malformed.
+  Status Insert(Item item, absl::Duration timeout = absl::InfiniteDuration(),
+                const bool* cancelled = nullptr);
+  // Samples one item, waiting for the rate limiter.
+  Result<SampledItem> Sample(absl::Duration timeout = absl::InfiniteDuration(),
+                             const bool* cancelled = nullptr);
+  // Samples up to `n` items under one lock. Waits (up to timeout) for the
+  // first; with `flexible`, returns what may proceed without waiting again;
+  // otherwise waits for all n.
+  Result<std::vector<SampledItem>> SampleBatch(int64_t n, bool flexible,
+                                               absl::Duration timeout = absl::InfiniteDuration(),
+                                               const bool* cancelled = nullptr);
+  // Priority updates and deletions by key; unknown keys are ignored (they
+  // may have been evicted) and counted in the returned value.
+  Result<int64_t> MutatePriorities(const std::vector<std::pair<ItemKey, double>>& updates,
+                                   const std::vector<ItemKey>& deletes);
+  // Removes every item and zeroes the rate limiter.
+  void Reset();
+  // Wakes every blocked call with Cancelled; later calls fail too.
+  void Close();
+
+  TableInfo Info() const;
+  // Plain words: size, blocked callers and why (the rate limiter's reasons).
+  std::string Explain() const;
+
+  // Snapshot of all items (for checkpoints): shares chunks, copies metadata.
+  std::vector<std::shared_ptr<const Item>> Items() const;
+
+  struct TableMetrics;  // series in the process metrics registry
+
+ private:
+  Table() = default;
+  Status AwaitLocked(bool insert, absl::Duration timeout, const bool* cancelled)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  Status DeleteLocked(ItemKey key) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  Result<SampledItem> SampleLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  std::string name_;
+  int64_t max_size_ = 0;
+  int32_t max_times_sampled_ = 0;
+  std::optional<Signature> signature_;
+  absl::Duration watchdog_;
+  std::unique_ptr<TableMetrics> metrics_;
+
+  mutable absl::Mutex mu_;
+  std::unique_ptr<ItemSelector> sampler_ ABSL_GUARDED_BY(mu_);
+  std::unique_ptr<ItemSelector> remover_ ABSL_GUARDED_BY(mu_);
+  std::unique_ptr<RateLimiter> limiter_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<ItemKey, std::shared_ptr<Item>> items_ ABSL_GUARDED_BY(mu_);
+  int64_t evicted_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t deleted_ ABSL_GUARDED_BY(mu_) = 0;
+  bool closed_ ABSL_GUARDED_BY(mu_) = false;
+};
+
+}  // namespace flywheel::replay

@@ -1,0 +1,130 @@
+#include "flywheel/replay/writer.h"
+
+#include <sys/random.h>
+
+#include <chrono>
+
+#include "absl/strings/str_cat.h"
+#include "flywheel/base/rng.h"
+
+namespace flywheel::replay {
+
+Status WriterOptions::Validate() const {
+  if (chunk_length < 1) return absl::InvalidArgumentError("chunk_length must be >= 1");
+  if (max_history < chunk_length) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("max_history (", max_history, ") must be >= chunk_length (", chunk_length, ")"));
+  }
+  return absl::OkStatus();
+}
+
+TrajectoryWriter::TrajectoryWriter(std::map<std::string, Table*> tables, WriterOptions options)
+    : tables_(std::move(tables)), options_(options) {
+  uint64_t seed = 0;
+  if (getrandom(&seed, sizeof seed, 0) != static_cast<ssize_t>(sizeof seed)) {
+    seed = static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
+  }
+  key_base_ = seed;
+}
+
+ChunkKey TrajectoryWriter::NextChunkKey() { return Mix64(key_base_ ^ Mix64(++key_counter_)); }
+
+Status TrajectoryWriter::Append(const std::vector<StepValue>& step) {
+  FW_RETURN_IF_ERROR(options_.Validate());
+  for (const auto& v : step) {
+    if (!v.type.is_fixed_width() || v.data == nullptr) {
+      return absl::InvalidArgumentError(absl::StrCat("append: column '", v.column, "' needs a fixed-width value, got ",
+                                                     v.type.ToString()));
+    }
+    auto [it, inserted] = columns_.try_emplace(v.column);
+    ColumnState& c = it->second;
+    if (inserted || (c.chunks.empty() && c.pending_steps == 0)) {
+      c.type = v.type;
+    } else if (!(c.type == v.type)) {
+      return absl::InvalidArgumentError(absl::StrCat("append: column '", v.column, "' holds ", c.type.ToString(),
+                                                     ", got a value of ", v.type.ToString()));
+    }
+    if (c.total_steps != episode_steps_) {
+      return absl::InvalidArgumentError(absl::StrCat("append: column '", v.column, "' skipped steps (has ",
+                                                     c.total_steps, " of ", episode_steps_,
+                                                     "); give every column a value at every step"));
+    }
+  }
+  for (const auto& v : step) {
+    ColumnState& c = columns_[v.column];
+    c.pending.append(static_cast<const char*>(v.data), v.type.fixed_width());
+    c.pending_steps++;
+    c.total_steps++;
+    if (c.pending_steps >= options_.chunk_length) FW_RETURN_IF_ERROR(FlushColumn(v.column, c));
+  }
+  episode_steps_++;
+  return absl::OkStatus();
+}
+
+Status TrajectoryWriter::FlushColumn(const std::string& name, ColumnState& c) {
+  if (c.pending_steps == 0) return absl::OkStatus();
+  FW_ASSIGN_OR_RETURN_CTX(ChunkRef chunk,
+                          Chunk::Make(NextChunkKey(), c.type, c.pending_steps, c.pending.data(), options_.codec),
+                          "column '", name, "'");
+  c.chunks.push_back(std::move(chunk));
+  c.pending.clear();
+  c.pending_steps = 0;
+  // Forget chunks that lie entirely beyond max_history.
+  while (c.chunks.size() > 1 && c.total_steps - (c.first_step + c.chunks.front()->num_steps()) >= options_.max_history) {
+    c.first_step += c.chunks.front()->num_steps();
+    c.chunks.pop_front();
+  }
+  return absl::OkStatus();
+}
+
+Result<ItemKey> TrajectoryWriter::CreateItem(const std::string& table, double priority,
+                                             const std::vector<std::pair<std::string, int64_t>>& trajectory,
+                                             absl::Duration timeout) {
+  auto t = tables_.find(table);
+  if (t == tables_.end()) return absl::NotFoundError(absl::StrCat("create_item: no table '", table, "'"));
+  if (trajectory.empty()) return absl::InvalidArgumentError("create_item: empty trajectory");
+  Item item;
+  item.key = NextChunkKey();
+  item.priority = priority;
+  for (const auto& [name, num_steps] : trajectory) {
+    auto it = columns_.find(name);
+    if (it == columns_.end()) {
+      return absl::NotFoundError(absl::StrCat("create_item: no column '", name, "' has been appended"));
+    }
+    ColumnState& c = it->second;
+    if (num_steps < 1 || num_steps > c.total_steps) {
+      return absl::InvalidArgumentError(absl::StrCat("create_item: column '", name, "' has ", c.total_steps,
+                                                     " steps this episode; cannot take the last ", num_steps));
+    }
+    FW_RETURN_IF_ERROR(FlushColumn(name, c));
+    const int64_t start = c.total_steps - num_steps;
+    if (start < c.first_step) {
+      return absl::OutOfRangeError(absl::StrCat("create_item: column '", name, "' step ", start,
+                                                " was already dropped (max_history ", options_.max_history, ")"));
+    }
+    TrajectoryColumn col;
+    col.name = name;
+    int64_t chunk_start = c.first_step;
+    for (const auto& chunk : c.chunks) {
+      const int64_t chunk_end = chunk_start + chunk->num_steps();
+      if (chunk_end > start) {
+        if (col.chunks.empty()) col.offset = start - chunk_start;
+        col.chunks.push_back(chunk);
+      }
+      chunk_start = chunk_end;
+    }
+    col.length = num_steps;
+    item.columns.push_back(std::move(col));
+  }
+  const ItemKey key = item.key;
+  FW_RETURN_IF_ERROR(t->second->Insert(std::move(item), timeout));
+  return key;
+}
+
+Status TrajectoryWriter::EndEpisode() {
+  columns_.clear();
+  episode_steps_ = 0;
+  return absl::OkStatus();
+}
+
+}  // namespace flywheel::replay
