@@ -150,6 +150,15 @@ Status Table::Insert(Item item, absl::Duration timeout, const bool* cancelled) {
     FW_RETURN_IF_ERROR(DeleteLocked(victim.key));
     evicted_++;
   }
+  FW_RETURN_IF_ERROR(AddLocked(std::move(item)));
+  limiter_->Insert();
+  metrics_->inserts->Increment();
+  metrics_->size->Set(static_cast<double>(items_.size()));
+  metrics_->blocked_insert->Observe(absl::ToDoubleSeconds(absl::Now() - start));
+  return absl::OkStatus();
+}
+
+Status Table::AddLocked(Item item) {
   const ItemKey key = item.key;
   FW_RETURN_IF_ERROR(sampler_->Insert(key, item.priority));
   Status rs = remover_->Insert(key, item.priority);
@@ -157,12 +166,29 @@ Status Table::Insert(Item item, absl::Duration timeout, const bool* cancelled) {
     (void)sampler_->Delete(key);
     return rs;
   }
-  items_.emplace(key, std::make_shared<Item>(std::move(item)));
-  limiter_->Insert();
-  metrics_->inserts->Increment();
-  metrics_->size->Set(static_cast<double>(items_.size()));
-  metrics_->blocked_insert->Observe(absl::ToDoubleSeconds(absl::Now() - start));
+  Entry e{item.priority, item.times_sampled, std::make_shared<const Item>(std::move(item))};
+  items_.emplace(key, std::move(e));
   return absl::OkStatus();
+}
+
+Status Table::RestoreItem(Item item) {
+  for (const auto& col : item.columns) {
+    FW_RETURN_IF_ERROR_CTX(col.Validate(), "restoring item ", item.key, " into table '", name_, "'");
+  }
+  absl::MutexLock lock(&mu_);
+  if (items_.contains(item.key)) {
+    return absl::AlreadyExistsError(absl::StrCat("table '", name_, "' already holds item ", item.key));
+  }
+  if (static_cast<int64_t>(items_.size()) >= max_size_) {
+    return absl::ResourceExhaustedError(absl::StrCat("restoring into table '", name_, "': it is full (",
+                                                     max_size_, " items)"));
+  }
+  return AddLocked(std::move(item));
+}
+
+void Table::SetRateLimiterState(const RateLimiterState& state) {
+  absl::MutexLock lock(&mu_);
+  limiter_->set_state(state);
 }
 
 Status Table::DeleteLocked(ItemKey key) {
@@ -182,15 +208,16 @@ Result<SampledItem> Table::SampleLocked() {
   if (it == items_.end()) {
     return absl::InternalError(absl::StrCat("table '", name_, "': sampler returned unknown key ", pick.key));
   }
-  Item& item = *it->second;
-  item.times_sampled++;
+  Entry& e = it->second;
+  e.times_sampled++;
   SampledItem out;
-  out.item = std::make_shared<const Item>(item);  // metadata copy; chunks shared
+  out.item = e.item;
+  out.priority = e.priority;
   out.probability = pick.probability;
   out.table_size = static_cast<int64_t>(items_.size());
-  out.times_sampled = item.times_sampled;
+  out.times_sampled = e.times_sampled;
   limiter_->Sample();
-  if (max_times_sampled_ > 0 && item.times_sampled >= max_times_sampled_) {
+  if (max_times_sampled_ > 0 && e.times_sampled >= max_times_sampled_) {
     FW_RETURN_IF_ERROR(DeleteLocked(pick.key));
   }
   return out;
@@ -240,7 +267,7 @@ Result<int64_t> Table::MutatePriorities(const std::vector<std::pair<ItemKey, dou
       missing++;
       continue;
     }
-    it->second->priority = p;
+    it->second.priority = p;
     FW_RETURN_IF_ERROR(sampler_->Update(key, p));
     FW_RETURN_IF_ERROR(remover_->Update(key, p));
   }
@@ -264,6 +291,10 @@ void Table::Reset() {
 
 TableInfo Table::Info() const {
   absl::MutexLock lock(&mu_);
+  return InfoLocked();
+}
+
+TableInfo Table::InfoLocked() const {
   TableInfo info;
   info.name = name_;
   info.size = static_cast<int64_t>(items_.size());
@@ -289,11 +320,29 @@ std::string Table::Explain() const {
                       "\n", limiter_->Explain());
 }
 
+Table::Snapshot Table::TakeSnapshot() const {
+  Snapshot snap;
+  const absl::Time start = absl::Now();
+  {
+    absl::MutexLock lock(&mu_);
+    snap.items.reserve(items_.size());
+    for (const auto& [key, e] : items_) snap.items.push_back(SnapshotItem{key, e.priority, e.times_sampled, e.item});
+    snap.info = InfoLocked();
+  }
+  snap.lock_held = absl::Now() - start;
+  return snap;
+}
+
 std::vector<std::shared_ptr<const Item>> Table::Items() const {
-  absl::MutexLock lock(&mu_);
+  const Snapshot snap = TakeSnapshot();
   std::vector<std::shared_ptr<const Item>> out;
-  out.reserve(items_.size());
-  for (const auto& [key, item] : items_) out.push_back(std::make_shared<const Item>(*item));
+  out.reserve(snap.items.size());
+  for (const auto& s : snap.items) {
+    auto copy = std::make_shared<Item>(*s.item);
+    copy->priority = s.priority;
+    copy->times_sampled = s.times_sampled;
+    out.push_back(std::move(copy));
+  }
   return out;
 }
 

@@ -55,7 +55,11 @@ struct TableOptions {
 };
 
 struct SampledItem {
-  std::shared_ptr<const Item> item;  // trajectory and priority at sample time
+  // The item as inserted (shared, never copied); its `priority` and
+  // `times_sampled` fields are those at insert time. The current values are
+  // the fields below.
+  std::shared_ptr<const Item> item;
+  double priority = 0;
   double probability = 0;
   int64_t table_size = 0;
   int32_t times_sampled = 0;         // including this sample
@@ -110,8 +114,32 @@ class Table {
   // Plain words: size, blocked callers and why (the rate limiter's reasons).
   std::string Explain() const;
 
-  // Snapshot of all items (for checkpoints): shares chunks, copies metadata.
+  // One item of a snapshot: current priority and sample count, plus the item
+  // as inserted (shared).
+  struct SnapshotItem {
+    ItemKey key = 0;
+    double priority = 0;
+    int32_t times_sampled = 0;
+    std::shared_ptr<const Item> item;
+  };
+  struct Snapshot {
+    std::vector<SnapshotItem> items;
+    TableInfo info;
+    absl::Duration lock_held;  // how long the table was locked to take it
+  };
+  // A consistent snapshot for checkpoints. Holds the lock only to copy one
+  // small record per item (a reference count bump; no trajectory copies).
+  Snapshot TakeSnapshot() const;
+  // All items with their current priority and times_sampled (copies each
+  // item's metadata outside the lock).
   std::vector<std::shared_ptr<const Item>> Items() const;
+
+  // Restoring from a checkpoint: inserts `item` as is (keeps times_sampled,
+  // bypasses and does not count in the rate limiter). AlreadyExists for a
+  // present key, ResourceExhausted when the table is full.
+  Status RestoreItem(Item item);
+  // Sets the rate limiter's counters (after RestoreItem calls).
+  void SetRateLimiterState(const RateLimiterState& state);
 
   struct TableMetrics;  // series in the process metrics registry
 
@@ -120,6 +148,7 @@ class Table {
   Status AwaitLocked(bool insert, absl::Duration timeout, const bool* cancelled)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   Status DeleteLocked(ItemKey key) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  TableInfo InfoLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   Result<SampledItem> SampleLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   std::string name_;
@@ -133,7 +162,13 @@ class Table {
   std::unique_ptr<ItemSelector> sampler_ ABSL_GUARDED_BY(mu_);
   std::unique_ptr<ItemSelector> remover_ ABSL_GUARDED_BY(mu_);
   std::unique_ptr<RateLimiter> limiter_ ABSL_GUARDED_BY(mu_);
-  absl::flat_hash_map<ItemKey, std::shared_ptr<Item>> items_ ABSL_GUARDED_BY(mu_);
+  struct Entry {
+    double priority = 0;
+    int32_t times_sampled = 0;
+    std::shared_ptr<const Item> item;  // immutable after insert
+  };
+  Status AddLocked(Item item) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::flat_hash_map<ItemKey, Entry> items_ ABSL_GUARDED_BY(mu_);
   int64_t evicted_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t deleted_ ABSL_GUARDED_BY(mu_) = 0;
   bool closed_ ABSL_GUARDED_BY(mu_) = false;
