@@ -5,6 +5,7 @@
 #   make demo   deps + build + the main job
 #   make bench  deps + build + benchmarks -> bench/results/*.json
 #   make fuzz   build the libFuzzer targets with clang and run each for FUZZ_SECONDS
+#   make asan-stress  the replay stress test under AddressSanitizer (STRESS_SECONDS)
 
 PYTHON ?= /usr/bin/python3
 BUILD ?= build
@@ -12,6 +13,7 @@ BUILD_TYPE ?= RelWithDebInfo
 SAN ?=
 JOBS ?= $(shell nproc)
 FUZZ_SECONDS ?= 30
+STRESS_SECONDS ?= 30
 CTEST_ARGS ?=
 
 DEB_PACKAGES := build-essential cmake ninja-build ccache pkg-config \
@@ -24,7 +26,7 @@ ifneq ($(SAN),)
   SAN_FLAG := -DFLYWHEEL_SANITIZE=$(SAN) -DFLYWHEEL_BUILD_PYTHON=OFF
 endif
 
-.PHONY: deps build test demo bench fuzz clean ctest pytest format
+.PHONY: deps build test demo bench fuzz clean ctest pytest format asan-stress
 
 deps:
 	@missing=""; for p in $(DEB_PACKAGES); do \
@@ -57,8 +59,17 @@ test: build
 	$(MAKE) --no-print-directory ctest
 ifeq ($(SAN),)
 	$(MAKE) --no-print-directory pytest
+	$(MAKE) --no-print-directory asan-stress
 	$(MAKE) --no-print-directory fuzz
 endif
+
+# The replay stress test (uniform table: eviction, mutation, sampling from 16
+# threads) built with AddressSanitizer, as the replay issue asks of CI.
+asan-stress: deps
+	cmake -S . -B build-asan-stress -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DFLYWHEEL_SANITIZE=address \
+	  -DFLYWHEEL_BUILD_PYTHON=OFF -DFLYWHEEL_BUILD_BENCH=OFF -DCMAKE_CXX_COMPILER_LAUNCHER=ccache >/dev/null
+	cmake --build build-asan-stress -j $(JOBS) --target replay_stress_test
+	FLYWHEEL_STRESS_SECONDS=$(STRESS_SECONDS) build-asan-stress/tests/replay_stress_test --gtest_filter='*Uniform*'
 
 demo: build
 	bash examples/table_demo.sh $(BUILD)/src/flywheel/cli/flywheel
