@@ -1,3 +1,4 @@
+#include <cstring>
 #include "bench_util.h"
 
 #include <sys/mman.h>
@@ -373,6 +374,30 @@ void Report::Write(const std::string& out_dir, const nlohmann::json& machine,
     std::exit(1);
   }
   std::printf("results: %s\n", path.c_str());
+}
+
+__attribute__((noinline)) uint64_t SumWords(const uint8_t* p, size_t n) {
+  uint64_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+  size_t i = 0;
+  for (; i + 32 <= n; i += 32) {
+    uint64_t w[4];
+    std::memcpy(w, p + i, 32);
+    s0 += w[0];
+    s1 += w[1];
+    s2 += w[2];
+    s3 += w[3];
+  }
+  for (; i + 8 <= n; i += 8) {
+    uint64_t w;
+    std::memcpy(&w, p + i, 8);
+    s0 += w;
+  }
+  if (i < n) {
+    uint64_t w = 0;
+    std::memcpy(&w, p + i, n - i);
+    s0 += w;
+  }
+  return s0 + s1 + s2 + s3;
 }
 
 }  // namespace flywheel::bench

@@ -85,6 +85,11 @@ std::vector<std::string> ListFiles(const std::string& dir);
 // system of `data_dir`, and the measured cost of one page fault.
 nlohmann::json MachineInfo(const std::string& data_dir);
 
+// Sum of the little-endian 8-byte words of [p, p+n) (a trailing partial word
+// is zero-padded): the "touch every byte" work that scan benchmarks and their
+// baselines both do. Four accumulators keep it memory-bound.
+uint64_t SumWords(const uint8_t* p, size_t n);
+
 // Best (largest) of rates; 0 when empty.
 double Best(const std::vector<double>& v);
 // p-th percentile (0..100, nearest rank) of `v`.

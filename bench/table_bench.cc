@@ -73,31 +73,6 @@ using table::TableOptions;
 
 constexpr size_t kChunk = 1 << 20;
 
-// Sum of the little-endian 8-byte words of [p, p+n) (a trailing partial word
-// is zero-padded). Four accumulators keep it memory-bound.
-__attribute__((noinline)) uint64_t SumWords(const uint8_t* p, size_t n) {
-  uint64_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
-  size_t i = 0;
-  for (; i + 32 <= n; i += 32) {
-    uint64_t w[4];
-    std::memcpy(w, p + i, 32);
-    s0 += w[0];
-    s1 += w[1];
-    s2 += w[2];
-    s3 += w[3];
-  }
-  for (; i + 8 <= n; i += 8) {
-    uint64_t w;
-    std::memcpy(&w, p + i, 8);
-    s0 += w;
-  }
-  if (i < n) {
-    uint64_t w = 0;
-    std::memcpy(&w, p + i, n - i);
-    s0 += w;
-  }
-  return s0 + s1 + s2 + s3;
-}
 
 // A 64-byte aligned, pre-faulted buffer.
 struct AlignedBuffer {
