@@ -8,6 +8,7 @@ void RegisterStatus(pybind11::module_& m);
 void RegisterTypes(pybind11::module_& m);
 void RegisterArrays(pybind11::module_& m);
 void RegisterTable(pybind11::module_& m);
+void RegisterReplay(pybind11::module_& m);
 }  // namespace flywheel::python
 
 PYBIND11_MODULE(_core, m) {
@@ -16,4 +17,5 @@ PYBIND11_MODULE(_core, m) {
   flywheel::python::RegisterTypes(m);
   flywheel::python::RegisterArrays(m);
   flywheel::python::RegisterTable(m);
+  flywheel::python::RegisterReplay(m);
 }

@@ -11,6 +11,7 @@ namespace {
 // Owned by the module object (added as an attribute), so it lives as long as
 // any code that can raise it.
 PyObject* commit_conflict = nullptr;
+PyObject* cancelled = nullptr;
 
 PyObject* ExceptionFor(absl::StatusCode code) {
   switch (code) {
@@ -26,6 +27,10 @@ PyObject* ExceptionFor(absl::StatusCode code) {
       return PyExc_PermissionError;
     case absl::StatusCode::kAborted:
       return commit_conflict;
+    case absl::StatusCode::kDeadlineExceeded:
+      return PyExc_TimeoutError;
+    case absl::StatusCode::kCancelled:
+      return cancelled;
     default:
       return PyExc_RuntimeError;
   }
@@ -42,6 +47,14 @@ void RegisterStatus(py::module_& m) {
       PyExc_RuntimeError, nullptr);
   if (commit_conflict == nullptr) throw py::error_already_set();
   m.add_object("CommitConflict", py::handle(commit_conflict));
+  cancelled = PyErr_NewExceptionWithDoc(
+      "flywheel.replay.Cancelled",
+      "A blocking call was cancelled before it could proceed: the replay table\n"
+      "was closed (Table.close(), from any thread). Later calls on a closed\n"
+      "table raise it too.",
+      PyExc_RuntimeError, nullptr);
+  if (cancelled == nullptr) throw py::error_already_set();
+  m.add_object("Cancelled", py::handle(cancelled));
 
   py::register_exception_translator([](std::exception_ptr p) {
     if (!p) return;

@@ -11,6 +11,10 @@
 //   AlreadyExists    -> FileExistsError
 //   PermissionDenied -> PermissionError
 //   Aborted          -> flywheel.CommitConflict (a RuntimeError subclass)
+//   DeadlineExceeded -> TimeoutError (a blocking replay call timed out; the
+//                       message holds the table's explanation)
+//   Cancelled        -> flywheel.replay.Cancelled (a RuntimeError subclass;
+//                       the replay table was closed)
 //   anything else    -> RuntimeError
 //
 // A column name the schema lacks is reported as KeyError by the binding
@@ -43,7 +47,8 @@ class StatusError : public std::runtime_error {
   absl::StatusCode code_;
 };
 
-// Defines flywheel._core.CommitConflict and installs the translator.
+// Defines flywheel._core.CommitConflict and _core.Cancelled and installs the
+// translator.
 void RegisterStatus(pybind11::module_& m);
 
 inline void ThrowIfError(const Status& s) {

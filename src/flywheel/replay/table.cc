@@ -117,6 +117,14 @@ Status Table::Insert(Item item, absl::Duration timeout, const bool* cancelled) {
   for (const auto& col : item.columns) {
     FW_RETURN_IF_ERROR_CTX(col.Validate(), "insert into table '", name_, "': item ", item.key);
   }
+  for (size_t i = 0; i < item.columns.size(); ++i) {
+    for (size_t j = 0; j < i; ++j) {
+      if (item.columns[i].name == item.columns[j].name) {
+        return absl::InvalidArgumentError(absl::StrCat("insert into table '", name_, "': item ", item.key,
+                                                       " has column '", item.columns[i].name, "' twice"));
+      }
+    }
+  }
   if (signature_) {
     for (const auto& col : item.columns) {
       auto it = std::find_if(signature_->columns.begin(), signature_->columns.end(),
@@ -129,6 +137,14 @@ Status Table::Insert(Item item, absl::Duration timeout, const bool* cancelled) {
         return absl::InvalidArgumentError(absl::StrCat("insert into table '", name_, "': column '", col.name,
                                                        "' holds ", col.step_type().ToString(), ", the signature says ",
                                                        it->second.ToString()));
+      }
+    }
+    for (const auto& [sig_name, sig_type] : signature_->columns) {
+      const bool present = std::any_of(item.columns.begin(), item.columns.end(),
+                                       [&](const TrajectoryColumn& c) { return c.name == sig_name; });
+      if (!present) {
+        return absl::InvalidArgumentError(absl::StrCat("insert into table '", name_, "': item ", item.key,
+                                                       " lacks column '", sig_name, "' of the signature"));
       }
     }
     if (item.columns.size() != signature_->columns.size()) {
@@ -235,6 +251,20 @@ Result<std::vector<SampledItem>> Table::SampleBatch(int64_t n, bool flexible, ab
   const absl::Time deadline = timeout == absl::InfiniteDuration() ? absl::InfiniteFuture() : start + timeout;
   std::vector<SampledItem> out;
   absl::MutexLock lock(&mu_);
+  if (!flexible && n > 1) {
+    // All or nothing: wait until the limiter allows all n samples before
+    // taking any, so a timeout never consumes items (regression: a timed-out
+    // batch once counted, and with max_times_sampled deleted, what it took).
+    const absl::Duration left = deadline == absl::InfiniteFuture() ? absl::InfiniteDuration() : deadline - absl::Now();
+    FW_RETURN_IF_ERROR(AwaitLocked(/*insert=*/false, std::max(left, absl::ZeroDuration()), cancelled));
+    auto ready = [this, n]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return closed_ || limiter_->CanSample(n); };
+    if (!mu_.AwaitWithDeadline(absl::Condition(&ready), deadline)) {
+      return absl::DeadlineExceededError(absl::StrCat("sample of ", n, " items from table '", name_,
+                                                      "' timed out after ", absl::FormatDuration(timeout),
+                                                      " (none taken):\n", limiter_->Explain()));
+    }
+    if (closed_) return absl::CancelledError(absl::StrCat("table '", name_, "' was closed"));
+  }
   while (static_cast<int64_t>(out.size()) < n) {
     if (out.empty() || !flexible) {
       const absl::Duration left = deadline == absl::InfiniteFuture() ? absl::InfiniteDuration() : deadline - absl::Now();

@@ -99,6 +99,10 @@ TEST(ReplayTableTest, SignatureIsCheckedOnInsert) {
   EXPECT_NE(std::string(s.message()).find("'y' is not in the table signature"), std::string::npos) << s;
   EXPECT_TRUE(absl::IsAlreadyExists(t->Insert(MakeItem(1))));
   EXPECT_TRUE(absl::IsInvalidArgument(t->Insert(MakeItem(5, -1.0))));
+  Item twice = MakeItem(6);
+  twice.columns.push_back(twice.columns[0]);
+  s = t->Insert(std::move(twice));
+  EXPECT_NE(std::string(s.message()).find("column 'x' twice"), std::string::npos) << s;
 }
 
 TEST(ReplayTableTest, PrioritiesMutateAndDeleteByKey) {
@@ -182,6 +186,27 @@ TEST(ReplayTableTest, FlexibleBatchTakesWhatIsAvailable) {
   ASSERT_EQ(b->size(), 3u);
   EXPECT_EQ(ValueOf((*b)[2]), 3);
   EXPECT_TRUE(absl::IsDeadlineExceeded(t->SampleBatch(2, false, absl::Milliseconds(20)).status()));
+}
+
+// Regression: a batch that timed out waiting for all its items used to
+// consume (and with max_times_sampled delete) the items it had taken.
+TEST(ReplayTableTest, TimedOutFullBatchTakesNothing) {
+  TableOptions o;
+  o.name = "allornothing";
+  o.sampler = NewFifoSelector();
+  o.max_times_sampled = 1;
+  o.rate_limiter = RateLimiterOptions::Queue(10);
+  auto t = MakeTable(std::move(o));
+  ASSERT_TRUE(t->Insert(MakeItem(1)).ok());
+  ASSERT_TRUE(t->Insert(MakeItem(2)).ok());
+  auto b = t->SampleBatch(3, /*flexible=*/false, absl::Milliseconds(50));
+  EXPECT_TRUE(absl::IsDeadlineExceeded(b.status())) << b.status();
+  EXPECT_EQ(t->Info().size, 2);
+  EXPECT_EQ(t->Info().limiter.samples, 0);
+  ASSERT_TRUE(t->Insert(MakeItem(3)).ok());
+  auto all = t->SampleBatch(3, false, absl::Seconds(5));
+  ASSERT_TRUE(all.ok()) << all.status();
+  EXPECT_EQ(all->size(), 3u);
 }
 
 TEST(ReplayTableTest, OverlappingItemsShareChunksAndFreeThemWhenGone) {

@@ -2,6 +2,7 @@
 
 #include <sys/random.h>
 
+#include <algorithm>
 #include <chrono>
 
 #include "absl/strings/str_cat.h"
@@ -48,6 +49,17 @@ Status TrajectoryWriter::Append(const std::vector<StepValue>& step) {
       return absl::InvalidArgumentError(absl::StrCat("append: column '", v.column, "' skipped steps (has ",
                                                      c.total_steps, " of ", episode_steps_,
                                                      "); give every column a value at every step"));
+    }
+  }
+  // Every column of the episode gets a value at every step, so items never
+  // pair misaligned steps (regression: a column missing from a step went
+  // unnoticed until its next value).
+  for (const auto& [name, c] : columns_) {
+    if (c.total_steps == 0) continue;
+    const bool present = std::any_of(step.begin(), step.end(), [&](const StepValue& v) { return v.column == name; });
+    if (!present) {
+      return absl::InvalidArgumentError(absl::StrCat("append: step ", episode_steps_, " has no value for column '",
+                                                     name, "'; give every column a value at every step"));
     }
   }
   for (const auto& v : step) {

@@ -72,6 +72,10 @@ TEST(TrajectoryWriterTest, ErrorsAreClear) {
   Status s = w.Append({{"action", DataType::Scalar(TypeId::kInt64), &wrong}});
   EXPECT_TRUE(absl::IsInvalidArgument(s));
   EXPECT_NE(std::string(s.message()).find("holds int32"), std::string::npos) << s;
+  float obs[2] = {0, 0};
+  Status missing = w.Append({{"obs", DataType::Tensor(TypeId::kFloat32, {2}), obs}});
+  EXPECT_TRUE(absl::IsInvalidArgument(missing));
+  EXPECT_NE(std::string(missing.message()).find("no value for column 'action'"), std::string::npos) << missing;
   AppendSteps(w, 3, 20);
   auto dropped = w.CreateItem("t", 1, {{"obs", 20}});
   EXPECT_TRUE(absl::IsOutOfRange(dropped.status())) << dropped.status();

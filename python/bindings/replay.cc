@@ -1,0 +1,612 @@
+// flywheel._core replay classes (ReplayTable, ReplayWriter and the rate
+// limiter helpers) for the Python layer in python/flywheel/replay.py, over the
+// in-process core in src/flywheel/replay/ (table.h, writer.h).
+//
+// GIL: every call that can wait (insert, sample, create_item) or take the
+// table's lock runs with the GIL released; Python objects are converted
+// before and after, under the GIL. Nothing stored in a replay table refers to
+// a Python object, so no C++ code takes the GIL while holding a table lock.
+//
+// Interrupts: a C++ wait holds no GIL, so Python cannot deliver Ctrl-C into
+// it. On the main thread (the only one Python delivers signals to) a blocking
+// call therefore waits in slices of kSlice, re-taking the GIL between slices
+// to run signal handlers (KeyboardInterrupt), and logs the table's Explain()
+// every watchdog period itself (the table's own watchdog restarts with each
+// slice). Other threads make one C++ call with the whole timeout. Slicing
+// never changes what a call does: a timed-out wait changes no table state,
+// and a batch that must wait for all n items is taken as successive
+// "take what may proceed" batches, which is what the table does itself
+// between its waits.
+//
+// Thread-safety: ReplayTable is thread-safe (replay::Table is). ReplayWriter
+// serialises its C++ calls with a mutex taken only after the GIL is released
+// (TrajectoryWriter is single-threaded); its own bookkeeping is guarded by the
+// GIL. A writer is meant for one thread; sharing one is safe but interleaves
+// steps.
+#include <Python.h>
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
+#include "arrays.h"
+#include "flywheel/base/logging.h"
+#include "flywheel/format/codec.h"
+#include "flywheel/replay/rate_limiter.h"
+#include "flywheel/replay/selectors/interface.h"
+#include "flywheel/replay/table.h"
+#include "flywheel/replay/writer.h"
+#include "status.h"
+
+namespace flywheel::python {
+namespace py = pybind11;
+
+using replay::ItemKey;
+using replay::RateLimiterOptions;
+using replay::SampledItem;
+
+namespace {
+
+// How long a main-thread wait runs before Python signal handlers get a turn.
+constexpr absl::Duration kSlice = absl::Milliseconds(100);
+
+// (samples_per_insert, min_size_to_sample, min_diff, max_diff)
+using LimiterTuple = std::tuple<double, int64_t, double, double>;
+// (kind, priority_exponent, seed); kind is uniform, prioritized, fifo, lifo,
+// min_heap or max_heap.
+using SelectorSpec = std::tuple<std::string, double, uint64_t>;
+
+unsigned long main_thread_ident = 0;  // threading.main_thread().ident
+
+bool OnMainThread() { return PyThread_get_thread_ident() == main_thread_ident; }
+
+LimiterTuple ToTuple(const RateLimiterOptions& o) {
+  return {o.samples_per_insert, o.min_size_to_sample, o.min_diff, o.max_diff};
+}
+
+RateLimiterOptions FromTuple(const LimiterTuple& t) {
+  RateLimiterOptions o;
+  std::tie(o.samples_per_insert, o.min_size_to_sample, o.min_diff, o.max_diff) = t;
+  return o;
+}
+
+// Seconds (None = forever) as a Duration; ValueError when negative or NaN.
+absl::Duration ToDuration(std::optional<double> seconds, const char* what = "timeout") {
+  if (!seconds) return absl::InfiniteDuration();
+  if (std::isnan(*seconds) || *seconds < 0) {
+    throw StatusError(absl::InvalidArgumentError(
+        absl::StrCat(what, " must be None or a number of seconds >= 0, got ", *seconds)));
+  }
+  if (std::isinf(*seconds)) return absl::InfiniteDuration();
+  return absl::Seconds(*seconds);
+}
+
+std::unique_ptr<replay::ItemSelector> MakeSelector(const SelectorSpec& spec, const char* role) {
+  const auto& [kind, exponent, seed] = spec;
+  if (kind == "uniform") return replay::NewUniformSelector(seed);
+  if (kind == "prioritized") {
+    if (!std::isfinite(exponent) || exponent < 0) {
+      throw StatusError(absl::InvalidArgumentError(
+          absl::StrCat(role, ": priority_exponent must be finite and >= 0, got ", exponent)));
+    }
+    return replay::NewPrioritizedSelector(exponent, seed);
+  }
+  if (kind == "fifo") return replay::NewFifoSelector();
+  if (kind == "lifo") return replay::NewLifoSelector();
+  if (kind == "min_heap") return replay::NewMinHeapSelector();
+  if (kind == "max_heap") return replay::NewMaxHeapSelector();
+  throw StatusError(
+      absl::InvalidArgumentError(absl::StrCat(role, ": unknown selector '", kind, "'")));
+}
+
+// One blocking call on `table`, waited for in slices on the main thread (see
+// the file comment). The caller loops:
+//
+//   BlockingCall call(table, "sample from", timeout, watchdog);
+//   for (;;) {
+//     Status s;
+//     { py::gil_scoped_release nogil; s = <op with call.NextWait()>; }
+//     if (<done>) break;          // s.ok() and nothing left to wait for
+//     ThrowIfError(call.Retry(s)); // with the GIL
+//   }
+class BlockingCall {
+ public:
+  BlockingCall(const replay::Table& table, const char* what, absl::Duration timeout,
+               absl::Duration watchdog)
+      : table_(table),
+        what_(what),
+        timeout_(timeout),
+        sliced_(OnMainThread()),
+        start_(absl::Now()),
+        deadline_(timeout == absl::InfiniteDuration() ? absl::InfiniteFuture() : start_ + timeout),
+        next_warning_(watchdog > absl::ZeroDuration() ? start_ + watchdog : absl::InfiniteFuture()),
+        watchdog_(watchdog) {}
+
+  bool sliced() const { return sliced_; }
+
+  // How long the next C++ call may wait. Needs no GIL.
+  absl::Duration NextWait() const {
+    if (!sliced_) return timeout_;
+    if (deadline_ == absl::InfiniteFuture()) return kSlice;
+    return std::max(std::min(kSlice, deadline_ - absl::Now()), absl::ZeroDuration());
+  }
+
+  // After a call returned `s` (not done): OK to wait again, else the error to
+  // raise. Runs Python signal handlers (may throw error_already_set, e.g.
+  // KeyboardInterrupt). REQUIRES: the GIL.
+  Status Retry(const Status& s) {
+    if (s.ok()) return s;  // a sliced batch that is not complete yet
+    if (!sliced_ || !absl::IsDeadlineExceeded(s)) return s;
+    const absl::Time now = absl::Now();
+    if (now >= deadline_) {
+      std::string explain;
+      {
+        py::gil_scoped_release nogil;
+        explain = table_.Explain();
+      }
+      return absl::DeadlineExceededError(
+          absl::StrCat(what_, " table '", table_.name(), "' timed out after ",
+                       absl::FormatDuration(timeout_), ":\n", explain));
+    }
+    if (now >= next_warning_) {
+      py::gil_scoped_release nogil;
+      FW_LOG(WARNING) << what_ << " table '" << table_.name() << "' blocked for "
+                      << absl::FormatDuration(now - start_) << ":\n"
+                      << table_.Explain();
+      next_warning_ = now + watchdog_;
+    }
+    if (PyErr_CheckSignals() != 0) throw py::error_already_set();
+    return absl::OkStatus();
+  }
+
+ private:
+  const replay::Table& table_;
+  const char* what_;
+  const absl::Duration timeout_;
+  const bool sliced_;
+  const absl::Time start_;
+  const absl::Time deadline_;
+  absl::Time next_warning_;
+  const absl::Duration watchdog_;
+};
+
+[[noreturn]] void BatchError(const std::string& column, const std::string& msg) {
+  throw py::value_error(absl::StrCat(
+      "column '", column, "': ", msg,
+      "; items sampled together must agree per column (sample them with batch_size=1). "
+      "The items of this batch count as sampled."));
+}
+
+// The sampled items as the dict replay.py's Sample wraps: data (column ->
+// ndarray (batch, time, *step_shape)), keys, priorities, probabilities,
+// table_size, times_sampled. Each item's trajectory is decoded straight into
+// its row of the batch array, without the GIL.
+py::dict SampleToPython(std::vector<SampledItem> items) {
+  const size_t n = items.size();
+  const auto& first = items.front().item->columns;
+  // index[i][j]: position in item i's columns of first[j].
+  std::vector<std::vector<size_t>> index(n, std::vector<size_t>(first.size()));
+  for (size_t j = 0; j < first.size(); ++j) index[0][j] = j;
+  for (size_t i = 1; i < n; ++i) {
+    const auto& cols = items[i].item->columns;
+    for (const auto& c : cols) {
+      if (std::none_of(first.begin(), first.end(),
+                       [&](const auto& f) { return f.name == c.name; })) {
+        BatchError(c.name,
+                   absl::StrCat("item ", i, " (key ", items[i].item->key, ") has it, item 0 (key ",
+                                items[0].item->key, ") does not"));
+      }
+    }
+    for (size_t j = 0; j < first.size(); ++j) {
+      auto it = std::find_if(cols.begin(), cols.end(),
+                             [&](const auto& c) { return c.name == first[j].name; });
+      if (it == cols.end()) {
+        BatchError(first[j].name,
+                   absl::StrCat("item 0 (key ", items[0].item->key, ") has it, item ", i, " (key ",
+                                items[i].item->key, ") does not"));
+      }
+      if (it->length != first[j].length) {
+        BatchError(first[j].name,
+                   absl::StrCat("item 0 (key ", items[0].item->key, ") has ", first[j].length,
+                                " steps, item ", i, " (key ", items[i].item->key, ") has ",
+                                it->length, "; items in one batch must have equal lengths"));
+      }
+      if (!(it->step_type() == first[j].step_type())) {
+        BatchError(first[j].name,
+                   absl::StrCat("item 0 holds ", first[j].step_type().ToString(), ", item ", i,
+                                " holds ", it->step_type().ToString()));
+      }
+      index[i][j] = static_cast<size_t>(it - cols.begin());
+    }
+  }
+
+  py::dict data;
+  std::vector<uint8_t*> dst(first.size());
+  std::vector<size_t> row_bytes(first.size());
+  for (size_t j = 0; j < first.size(); ++j) {
+    const auto& type = first[j].step_type();
+    std::vector<py::ssize_t> shape{static_cast<py::ssize_t>(n),
+                                   static_cast<py::ssize_t>(first[j].length)};
+    for (int64_t d : type.shape) shape.push_back(static_cast<py::ssize_t>(d));
+    py::array a(DTypeOf(type.id), shape);
+    dst[j] = static_cast<uint8_t*>(a.mutable_data());
+    row_bytes[j] = type.fixed_width() * static_cast<size_t>(first[j].length);
+    data[py::str(first[j].name)] = std::move(a);  // the dict keeps it alive below
+  }
+  py::array_t<uint64_t> keys(static_cast<py::ssize_t>(n));
+  py::array_t<double> priorities(static_cast<py::ssize_t>(n));
+  py::array_t<double> probabilities(static_cast<py::ssize_t>(n));
+  py::array_t<int64_t> table_size(static_cast<py::ssize_t>(n));
+  py::array_t<int32_t> times_sampled(static_cast<py::ssize_t>(n));
+  for (size_t i = 0; i < n; ++i) {
+    keys.mutable_at(i) = items[i].item->key;
+    priorities.mutable_at(i) = items[i].priority;
+    probabilities.mutable_at(i) = items[i].probability;
+    table_size.mutable_at(i) = items[i].table_size;
+    times_sampled.mutable_at(i) = items[i].times_sampled;
+  }
+  {
+    py::gil_scoped_release nogil;
+    for (size_t i = 0; i < n; ++i) {
+      const auto& cols = items[i].item->columns;
+      for (size_t j = 0; j < first.size(); ++j) {
+        const auto& col = cols[index[i][j]];
+        ThrowIfError(Annotate(
+            col.Decode(dst[j] + i * row_bytes[j]),
+            absl::StrCat("decoding column '", col.name, "' of item ", items[i].item->key)));
+      }
+    }
+    items.clear();  // drop the chunk references without the GIL
+  }
+  py::dict out;
+  out["data"] = std::move(data);
+  out["keys"] = std::move(keys);
+  out["priorities"] = std::move(priorities);
+  out["probabilities"] = std::move(probabilities);
+  out["table_size"] = std::move(table_size);
+  out["times_sampled"] = std::move(times_sampled);
+  return out;
+}
+
+class PyReplayTable {
+ public:
+  PyReplayTable(std::unique_ptr<replay::Table> t, absl::Duration watchdog)
+      : t_(std::move(t)), watchdog_(watchdog) {}
+
+  static std::shared_ptr<PyReplayTable> Create(
+      const std::string& name, const SelectorSpec& sampler, const SelectorSpec& remover,
+      int64_t max_size, int32_t max_times_sampled, const LimiterTuple& limiter,
+      const std::optional<std::vector<std::pair<std::string, std::string>>>& signature,
+      double watchdog_s) {
+    replay::TableOptions o;
+    o.name = name;
+    o.sampler = MakeSelector(sampler, "sampler");
+    o.remover = MakeSelector(remover, "remover");
+    o.max_size = max_size;
+    o.max_times_sampled = max_times_sampled;
+    o.rate_limiter = FromTuple(limiter);
+    if (signature) {
+      replay::Signature sig;
+      for (const auto& [col, text] : *signature) {
+        auto type = format::DataType::Parse(text);
+        if (!type.ok()) {
+          throw StatusError(Annotate(
+              type.status(), absl::StrCat("table '", name, "' signature: column '", col, "'")));
+        }
+        sig.columns.emplace_back(col, *type);
+      }
+      o.signature = std::move(sig);
+    }
+    o.watchdog = ToDuration(watchdog_s, "watchdog");
+    if (o.watchdog == absl::InfiniteDuration()) o.watchdog = absl::ZeroDuration();
+    const absl::Duration watchdog = o.watchdog;
+    auto t = ValueOrThrow(replay::Table::Create(std::move(o)));
+    return std::make_shared<PyReplayTable>(std::move(t), watchdog);
+  }
+
+  replay::Table& table() const { return *t_; }
+  absl::Duration watchdog() const { return watchdog_; }
+  const std::string& name() const { return t_->name(); }
+
+  py::dict Sample(int64_t n, std::optional<double> timeout_s, bool flexible) const {
+    const absl::Duration timeout = ToDuration(timeout_s);
+    BlockingCall call(*t_, "sample from", timeout, watchdog_);
+    std::vector<SampledItem> items;
+    for (;;) {
+      Status s;
+      {
+        py::gil_scoped_release nogil;
+        if (!call.sliced()) {
+          auto r = t_->SampleBatch(n, flexible, timeout);
+          if (r.ok()) items = std::move(r).value();
+          s = r.status();
+        } else {
+          // Sliced: "wait for all n" is successive flexible batches (see the file comment).
+          auto r = t_->SampleBatch(n - static_cast<int64_t>(items.size()), /*flexible=*/true,
+                                   call.NextWait());
+          if (r.ok()) {
+            for (auto& it : *r) items.push_back(std::move(it));
+          }
+          s = r.status();
+        }
+      }
+      if (s.ok() && (!call.sliced() || flexible || static_cast<int64_t>(items.size()) >= n)) break;
+      ThrowIfError(call.Retry(s));
+    }
+    return SampleToPython(std::move(items));
+  }
+
+  int64_t MutatePriorities(const std::vector<std::pair<ItemKey, double>>& updates,
+                           const std::vector<ItemKey>& deletes) {
+    py::gil_scoped_release nogil;
+    return ValueOrThrow(t_->MutatePriorities(updates, deletes));
+  }
+
+  void Reset() {
+    py::gil_scoped_release nogil;
+    t_->Reset();
+  }
+  void Close() {
+    py::gil_scoped_release nogil;
+    t_->Close();
+  }
+  std::string Explain() const {
+    py::gil_scoped_release nogil;
+    return t_->Explain();
+  }
+  int64_t Size() const {
+    py::gil_scoped_release nogil;
+    return t_->Info().size;
+  }
+
+  py::dict Info() const {
+    replay::TableInfo i;
+    {
+      py::gil_scoped_release nogil;
+      i = t_->Info();
+    }
+    py::dict d;
+    d["name"] = i.name;
+    d["size"] = i.size;
+    d["max_size"] = i.max_size;
+    d["max_times_sampled"] = i.max_times_sampled;
+    d["inserts"] = i.limiter.inserts;
+    d["deletes"] = i.limiter.deletes;
+    d["samples"] = i.limiter.samples;
+    d["blocked_inserts"] = i.blocked_inserts;
+    d["blocked_samples"] = i.blocked_samples;
+    d["sampler"] = i.sampler;
+    d["remover"] = i.remover;
+    d["num_evicted"] = i.num_episodes_evicted;
+    d["num_deleted"] = i.num_deleted;
+    d["rate_limiter"] = ToTuple(i.limiter_options);
+    return d;
+  }
+
+ private:
+  std::unique_ptr<replay::Table> t_;
+  absl::Duration watchdog_;
+};
+
+class PyReplayWriter {
+ public:
+  PyReplayWriter(std::map<std::string, std::shared_ptr<PyReplayTable>> tables, int64_t chunk_length,
+                 const std::string& codec, int64_t max_history)
+      : tables_(std::move(tables)) {
+    replay::WriterOptions o;
+    o.chunk_length = chunk_length;
+    o.codec = ValueOrThrow(format::ParseCodec(codec));
+    o.max_history = max_history;
+    ThrowIfError(o.Validate());
+    std::map<std::string, replay::Table*> raw;
+    for (const auto& [name, t] : tables_) {
+      if (!t) throw py::type_error(absl::StrCat("writer: table '", name, "' is None"));
+      raw.emplace(name, &t->table());
+    }
+    w_ = std::make_unique<replay::TrajectoryWriter>(std::move(raw), o);
+  }
+
+  // Fixes the per-step type of `column` (replay.py calls this before the
+  // column's first append).
+  void DefineColumn(const std::string& column, const std::string& type_text) {
+    auto type = format::DataType::Parse(type_text);
+    if (!type.ok())
+      throw StatusError(Annotate(type.status(), absl::StrCat("column '", column, "'")));
+    if (!type->is_fixed_width()) {
+      throw StatusError(absl::InvalidArgumentError(absl::StrCat(
+          "column '", column, "': a step must be a fixed-width type, got ", type->ToString())));
+    }
+    auto [it, inserted] = types_.emplace(column, *type);
+    if (!inserted && !(it->second == *type)) {
+      throw StatusError(absl::InvalidArgumentError(absl::StrCat(
+          "column '", column, "' holds ", it->second.ToString(), ", not ", type->ToString())));
+    }
+  }
+
+  // One step: column -> C-contiguous ndarray of the column's exact dtype and
+  // step shape (replay.py converts user values).
+  void Append(const py::dict& step) {
+    if (step.empty()) throw py::value_error("append: a step needs at least one column");
+    std::vector<replay::StepValue> values;
+    std::vector<py::array> keep;  // alive until the C++ call returns
+    std::set<std::string> names;
+    values.reserve(step.size());
+    keep.reserve(step.size());
+    {
+      for (auto [key, value] : step) {
+        std::string name = py::cast<std::string>(key);
+        auto t = types_.find(name);
+        if (t == types_.end())
+          throw py::key_error(absl::StrCat("append: column '", name, "' has no type yet"));
+        const format::DataType& type = t->second;
+        if (!py::isinstance<py::array>(value)) {
+          throw py::type_error(absl::StrCat("append: column '", name, "': expected a numpy array"));
+        }
+        auto a = py::reinterpret_borrow<py::array>(value);
+        if (!a.dtype().equal(DTypeOf(type.id)) || !(a.flags() & py::array::c_style) ||
+            static_cast<size_t>(a.nbytes()) != type.fixed_width()) {
+          throw py::type_error(absl::StrCat(
+              "append: column '", name, "': expected a C-contiguous array of ", type.ToString()));
+        }
+        values.push_back(replay::StepValue{name, type, a.data()});
+        keep.push_back(std::move(a));
+        names.insert(std::move(name));
+      }
+      // TrajectoryWriter only notices a column missing from a step at the
+      // column's next value (and never one missing for good), so check here:
+      // the first step of an episode fixes its columns.
+      if (episode_steps_ > 0 && names != episode_columns_) {
+        for (const auto& c : episode_columns_) {
+          if (!names.count(c)) {
+            throw py::value_error(absl::StrCat("append: column '", c,
+                                               "' is missing; every step of an episode ",
+                                               "needs the columns of its first step"));
+          }
+        }
+        for (const auto& c : names) {
+          if (!episode_columns_.count(c)) {
+            throw py::value_error(
+                absl::StrCat("append: column '", c,
+                             "' is new; columns can only be added at the first step of an "
+                             "episode (call end_episode() first)"));
+          }
+        }
+      }
+    }
+    {
+      py::gil_scoped_release nogil;
+      std::lock_guard<std::mutex> lock(mu_);
+      ThrowIfError(w_->Append(values));
+    }
+    if (episode_steps_ == 0) episode_columns_ = std::move(names);
+    episode_steps_++;
+  }
+
+  ItemKey CreateItem(const std::string& table, double priority,
+                     const std::vector<std::pair<std::string, int64_t>>& trajectory,
+                     std::optional<double> timeout_s) {
+    auto t = tables_.find(table);
+    if (t == tables_.end()) {
+      std::string names;
+      for (const auto& [n, unused] : tables_)
+        absl::StrAppend(&names, names.empty() ? "" : ", ", "'", n, "'");
+      throw py::key_error(
+          absl::StrCat("create_item: the writer has no table '", table, "' (it has ", names, ")"));
+    }
+    for (const auto& [col, unused] : trajectory) {
+      if (!episode_columns_.count(col)) {
+        throw py::key_error(
+            absl::StrCat("create_item: column '", col, "' has no steps in this episode"));
+      }
+    }
+    const absl::Duration timeout = ToDuration(timeout_s);
+    BlockingCall call(t->second->table(), "insert into", timeout, t->second->watchdog());
+    for (;;) {
+      Result<ItemKey> r = absl::UnknownError("unset");
+      {
+        py::gil_scoped_release nogil;
+        std::lock_guard<std::mutex> lock(mu_);
+        // A timed-out CreateItem inserted nothing (its chunks are kept), so
+        // retrying it is the same call.
+        r = w_->CreateItem(table, priority, trajectory, call.NextWait());
+      }
+      if (r.ok()) return *r;
+      ThrowIfError(call.Retry(r.status()));
+    }
+  }
+
+  void EndEpisode() {
+    {
+      py::gil_scoped_release nogil;
+      std::lock_guard<std::mutex> lock(mu_);
+      ThrowIfError(w_->EndEpisode());
+    }
+    episode_columns_.clear();
+    episode_steps_ = 0;
+  }
+
+  int64_t EpisodeSteps() const { return episode_steps_; }
+
+ private:
+  // Keep the tables alive: TrajectoryWriter holds raw pointers.
+  const std::map<std::string, std::shared_ptr<PyReplayTable>> tables_;
+  // Guards w_; taken only with the GIL released, so a thread blocked in
+  // create_item never holds up the interpreter.
+  std::mutex mu_;
+  std::unique_ptr<replay::TrajectoryWriter> w_;
+  // The binding's own bookkeeping is guarded by the GIL.
+  std::map<std::string, format::DataType> types_;
+  std::set<std::string> episode_columns_;
+  int64_t episode_steps_ = 0;
+};
+
+}  // namespace
+
+void RegisterReplay(py::module_& m) {
+  main_thread_ident =
+      py::cast<unsigned long>(py::module_::import("threading").attr("main_thread")().attr("ident"));
+
+  m.def(
+      "rate_limiter_preset",
+      [](const std::string& kind, double a, int64_t b, double c) -> LimiterTuple {
+        if (kind == "min_size") return ToTuple(RateLimiterOptions::MinSize(b));
+        if (kind == "sample_to_insert_ratio")
+          return ToTuple(RateLimiterOptions::SampleToInsertRatio(a, b, c));
+        if (kind == "queue") return ToTuple(RateLimiterOptions::Queue(b));
+        if (kind == "stack") return ToTuple(RateLimiterOptions::Stack(b));
+        throw py::value_error(absl::StrCat("unknown rate limiter preset '", kind, "'"));
+      },
+      py::arg("kind"), py::arg("spi") = 1.0, py::arg("n") = 1, py::arg("error_buffer") = 0.0,
+      "(samples_per_insert, min_size_to_sample, min_diff, max_diff) of a C++ preset:\n"
+      "min_size(n), sample_to_insert_ratio(spi, n, error_buffer), queue(n), stack(n).");
+  m.def(
+      "rate_limiter_validate", [](const LimiterTuple& t) { ThrowIfError(FromTuple(t).Validate()); },
+      py::arg("options"),
+      "Raises ValueError naming the field when the rate limiter options are invalid\n"
+      "or can deadlock (RateLimiterOptions::Validate).");
+
+  py::class_<PyReplayTable, std::shared_ptr<PyReplayTable>>(
+      m, "ReplayTable", "An in-process replay table; see flywheel.replay.Table.")
+      .def(py::init(&PyReplayTable::Create), py::arg("name"), py::arg("sampler"),
+           py::arg("remover"), py::arg("max_size"), py::arg("max_times_sampled"),
+           py::arg("rate_limiter"), py::arg("signature"), py::arg("watchdog"))
+      .def_property_readonly("name", &PyReplayTable::name)
+      .def("sample", &PyReplayTable::Sample, py::arg("batch_size"), py::arg("timeout"),
+           py::arg("flexible"))
+      .def("mutate_priorities", &PyReplayTable::MutatePriorities, py::arg("updates"),
+           py::arg("deletes"))
+      .def("reset", &PyReplayTable::Reset)
+      .def("close", &PyReplayTable::Close)
+      .def("explain", &PyReplayTable::Explain)
+      .def("size", &PyReplayTable::Size)
+      .def("info", &PyReplayTable::Info);
+
+  py::class_<PyReplayWriter>(m, "ReplayWriter",
+                             "An in-process trajectory writer; see flywheel.replay.Writer.")
+      .def(py::init<std::map<std::string, std::shared_ptr<PyReplayTable>>, int64_t,
+                    const std::string&, int64_t>(),
+           py::arg("tables"), py::arg("chunk_length"), py::arg("codec"), py::arg("max_history"))
+      .def("define_column", &PyReplayWriter::DefineColumn, py::arg("column"), py::arg("type"))
+      .def("append", &PyReplayWriter::Append, py::arg("step"))
+      .def("create_item", &PyReplayWriter::CreateItem, py::arg("table"), py::arg("priority"),
+           py::arg("trajectory"), py::arg("timeout"))
+      .def("end_episode", &PyReplayWriter::EndEpisode)
+      .def_property_readonly("episode_steps", &PyReplayWriter::EpisodeSteps);
+}
+
+}  // namespace flywheel::python
