@@ -19,7 +19,8 @@ CTEST_ARGS ?=
 DEB_PACKAGES := build-essential cmake ninja-build ccache pkg-config \
   libgtest-dev libgmock-dev libbenchmark-dev libabsl-dev libzstd-dev liblz4-dev \
   libxxhash-dev nlohmann-json3-dev libcli11-dev pybind11-dev python3-dev \
-  python3-numpy python3-pytest clang libclang-rt-14-dev
+  python3-numpy python3-pytest clang libclang-rt-14-dev \
+  libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
 
 ifneq ($(SAN),)
   BUILD := build-$(SAN)

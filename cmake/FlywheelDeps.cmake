@@ -15,3 +15,16 @@ if(NOT FLYWHEEL_FUZZ)
     find_package(benchmark REQUIRED)
   endif()
 endif()
+
+# The replay gRPC service (src/flywheel/replay/service, proto/replay.proto).
+# gRPC 1.51 / protobuf 3.21 from Debian: libgrpc++-dev protobuf-compiler-grpc
+# libprotobuf-dev protobuf-compiler.
+option(FLYWHEEL_BUILD_GRPC "Build the replay gRPC service" ON)
+if(FLYWHEEL_FUZZ)
+  set(FLYWHEEL_BUILD_GRPC OFF)
+endif()
+if(FLYWHEEL_BUILD_GRPC)
+  find_package(Protobuf REQUIRED)
+  find_package(gRPC CONFIG REQUIRED)
+  find_program(FLYWHEEL_GRPC_CPP_PLUGIN grpc_cpp_plugin REQUIRED)
+endif()

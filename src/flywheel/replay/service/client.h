@@ -1,0 +1,182 @@
+// replay::Client: talks to a replay::Server over gRPC (proto/replay.proto,
+// docs/protocol/replay.md).
+//
+// RemoteWriter has TrajectoryWriter's calls (Append / CreateItem /
+// EndEpisode) and sends chunks and items on one insert stream, each chunk
+// once per stream, with at most `max_in_flight_items` items not yet
+// acknowledged. RemoteSampler samples on one sample stream and keeps the
+// chunks it was sent, so items sharing chunks cost their bytes once.
+//
+// Thread-safety: Client methods are thread-safe (Sample calls share one
+// stream and run one at a time). A RemoteWriter or RemoteSampler is used by
+// one thread at a time.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "flywheel/base/status.h"
+#include "flywheel/replay/table.h"
+#include "flywheel/replay/writer.h"
+
+namespace grpc {
+class Channel;
+class ClientContext;
+template <class W, class R>
+class ClientReaderWriter;
+}  // namespace grpc
+
+namespace flywheel::replay {
+namespace proto {
+class InsertStreamRequest;
+class InsertStreamResponse;
+class SampleStreamRequest;
+class SampleStreamResponse;
+}  // namespace proto
+
+struct ClientOptions {
+  // Largest message sent or accepted, bytes (> 0). Default 64 MiB, as the server.
+  int64_t max_message_bytes = int64_t{64} << 20;
+};
+
+struct RemoteWriterOptions {
+  WriterOptions writer;  // chunking, as TrajectoryWriter
+  // Items sent but not yet acknowledged before CreateItem waits (>= 1). Default 64.
+  int64_t max_in_flight_items = 64;
+
+  Status Validate() const;
+};
+
+// Server-side state of one table.
+struct RemoteTableInfo {
+  TableInfo info;
+  std::string explain;  // Table::Explain() on the server
+};
+
+class RemoteWriter {
+ public:
+  ~RemoteWriter();  // cancels the stream if Close() was not called
+
+  // As TrajectoryWriter::Append.
+  Status Append(const std::vector<StepValue>& step);
+  // Sends an item (and the chunks the server lacks) and returns its key
+  // without waiting for the server, unless `max_in_flight_items` are
+  // unacknowledged (then waits up to `timeout` for one ack). `timeout` also
+  // bounds the server's wait on the table's rate limiter. A server-side
+  // error for an earlier item is returned by the next CreateItem or Flush.
+  Result<ItemKey> CreateItem(const std::string& table, double priority,
+                             const std::vector<std::pair<std::string, int64_t>>& trajectory,
+                             absl::Duration timeout = absl::InfiniteDuration());
+  // As TrajectoryWriter::EndEpisode; the server may drop the episode's chunks.
+  Status EndEpisode();
+  // Waits until every item sent is acknowledged; returns the first item
+  // error since the last Flush (then clears it), DeadlineExceeded, or the
+  // stream's error.
+  Status Flush(absl::Duration timeout = absl::InfiniteDuration());
+  // Flushes and ends the stream. Idempotent.
+  Status Close();
+
+  int64_t episode_steps() const { return episode_steps_; }
+
+ private:
+  friend class Client;
+  RemoteWriter(std::shared_ptr<grpc::Channel> channel, RemoteWriterOptions options);
+  struct ColumnState {
+    format::DataType type;
+    std::string pending;
+    int64_t pending_steps = 0;
+    std::deque<ChunkRef> chunks;
+    int64_t first_step = 0;
+    int64_t total_steps = 0;
+  };
+  Status FlushColumn(const std::string& name, ColumnState& c);
+  ChunkKey NextKey();
+  void ReadAcks();
+  Status Finish();
+  Status TakeError() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  RemoteWriterOptions options_;
+  std::unique_ptr<grpc::ClientContext> ctx_;
+  std::unique_ptr<grpc::ClientReaderWriter<proto::InsertStreamRequest, proto::InsertStreamResponse>> stream_;
+  std::thread reader_;
+  bool finished_ = false;
+  Status final_status_;
+
+  std::map<std::string, ColumnState> columns_;
+  int64_t episode_steps_ = 0;
+  uint64_t key_base_ = 0;
+  uint64_t key_counter_ = 0;
+  absl::flat_hash_set<ChunkKey> sent_;       // chunks the server holds for us
+  std::vector<ChunkKey> release_;            // to release with the next message
+
+  absl::Mutex mu_;
+  int64_t in_flight_ ABSL_GUARDED_BY(mu_) = 0;
+  Status item_error_ ABSL_GUARDED_BY(mu_);
+  bool stream_done_ ABSL_GUARDED_BY(mu_) = false;
+};
+
+class RemoteSampler {
+ public:
+  ~RemoteSampler();
+
+  // Samples `n` items from `table` (as Table::SampleBatch): waits up to
+  // `timeout` (for each item unless `flexible`); with `flexible`, returns
+  // what is available once the first item is.
+  Result<std::vector<SampledItem>> Sample(const std::string& table, int64_t n,
+                                          absl::Duration timeout = absl::InfiniteDuration(),
+                                          bool flexible = false);
+  int64_t cached_chunks() const { return static_cast<int64_t>(cache_.size()); }
+
+ private:
+  friend class Client;
+  RemoteSampler(std::shared_ptr<grpc::Channel> channel, int64_t chunk_cache_capacity);
+  Status Broken();
+
+  int64_t capacity_;
+  bool first_ = true;
+  std::unique_ptr<grpc::ClientContext> ctx_;
+  std::unique_ptr<grpc::ClientReaderWriter<proto::SampleStreamRequest, proto::SampleStreamResponse>> stream_;
+  Status broken_;
+  absl::flat_hash_map<ChunkKey, ChunkRef> cache_;
+  std::deque<ChunkKey> order_;
+};
+
+class Client {
+ public:
+  // `address` as Server::address(), e.g. "127.0.0.1:40123". Connects lazily.
+  explicit Client(const std::string& address, ClientOptions options = {});
+  ~Client();
+
+  Result<std::unique_ptr<RemoteWriter>> NewWriter(RemoteWriterOptions options = {});
+  // 0 = the default chunk-cache capacity (4096 chunks).
+  std::unique_ptr<RemoteSampler> NewSampler(int64_t chunk_cache_capacity = 0);
+
+  // Samples on a stream this client keeps (opened on first use).
+  Result<std::vector<SampledItem>> Sample(const std::string& table, int64_t n,
+                                          absl::Duration timeout = absl::InfiniteDuration(),
+                                          bool flexible = false);
+  // Returns how many keys were not found.
+  Result<int64_t> MutatePriorities(const std::string& table,
+                                   const std::vector<std::pair<ItemKey, double>>& updates,
+                                   const std::vector<ItemKey>& deletes);
+  Result<std::vector<RemoteTableInfo>> Info(absl::Duration timeout = absl::Seconds(30));
+  Status Reset(const std::string& table);
+  Status Close(const std::string& table);
+
+ private:
+  std::shared_ptr<grpc::Channel> channel_;
+  absl::Mutex sample_mu_;
+  std::unique_ptr<RemoteSampler> sampler_ ABSL_GUARDED_BY(sample_mu_);
+};
+
+}  // namespace flywheel::replay

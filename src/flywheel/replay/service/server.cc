@@ -1,0 +1,381 @@
+#include "flywheel/replay/service/server.h"
+
+#include <algorithm>
+#include <atomic>
+#include <deque>
+#include <utility>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "flywheel/replay/service/wire.h"
+#include "grpcpp/grpcpp.h"
+#include "replay.grpc.pb.h"
+
+namespace flywheel::replay {
+
+using internal_service::ChunkFromProto;
+using internal_service::ChunkToProto;
+using internal_service::ToGrpc;
+
+namespace {
+
+// Blocking table calls wait in slices this long, checking in between whether
+// the client went away or the server is stopping.
+constexpr absl::Duration kWaitSlice = absl::Milliseconds(100);
+
+bool IsLoopback(const std::string& address) {
+  return absl::StartsWith(address, "127.") || absl::StartsWith(address, "[::1]:") ||
+         absl::StartsWith(address, "localhost:") || absl::StartsWith(address, "unix:");
+}
+
+inline const Status& StatusOf(const Status& s) { return s; }
+template <typename T>
+const Status& StatusOf(const Result<T>& r) { return r.status(); }
+
+absl::Duration TimeoutFromMs(int64_t ms) { return ms > 0 ? absl::Milliseconds(ms) : absl::InfiniteDuration(); }
+
+// Runs `call(slice)` until it returns something other than DeadlineExceeded,
+// the overall `timeout` passes, or the RPC is cancelled.
+template <typename T, typename F>
+T WaitInSlices(grpc::ServerContext* ctx, absl::Duration timeout, F call) {
+  const absl::Time deadline = timeout == absl::InfiniteDuration() ? absl::InfiniteFuture() : absl::Now() + timeout;
+  while (true) {
+    if (ctx->IsCancelled()) return T(absl::CancelledError("the call was cancelled (client gone or server stopping)"));
+    const absl::Duration left = deadline - absl::Now();
+    T r = call(std::max(absl::ZeroDuration(), std::min(left, kWaitSlice)));
+    if (!r.ok() && absl::IsDeadlineExceeded(StatusOf(r)) && absl::Now() < deadline) continue;
+    return r;
+  }
+}
+
+}  // namespace
+
+Status ServerOptions::Validate() const {
+  if (!IsLoopback(address)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("server address '", address,
+                     "' is not loopback; use 127.0.0.1:PORT, [::1]:PORT, localhost:PORT or unix:PATH"));
+  }
+  if (max_message_bytes <= 0 || max_message_bytes > (int64_t{1} << 31) - 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("max_message_bytes ", max_message_bytes, " must be in [1, 2^31-1]"));
+  }
+  absl::flat_hash_set<std::string> names;
+  for (const auto& t : tables) {
+    if (t == nullptr) return absl::InvalidArgumentError("tables: null table");
+    if (!names.insert(t->name()).second) {
+      return absl::InvalidArgumentError(absl::StrCat("tables: name '", t->name(), "' appears twice"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+class Server::Impl final : public proto::ReplayService::Service {
+ public:
+  explicit Impl(ServerOptions options) : options_(std::move(options)) {
+    for (const auto& t : options_.tables) tables_[t->name()] = t;
+  }
+
+  Status Start() {
+    grpc::ServerBuilder builder;
+    builder.AddListeningPort(options_.address, grpc::InsecureServerCredentials(), &port_);
+    builder.SetMaxReceiveMessageSize(static_cast<int>(options_.max_message_bytes));
+    builder.SetMaxSendMessageSize(static_cast<int>(options_.max_message_bytes));
+    builder.RegisterService(this);
+    server_ = builder.BuildAndStart();
+    if (server_ == nullptr) {
+      return absl::UnavailableError(absl::StrCat("replay server: cannot listen on '", options_.address, "'"));
+    }
+    if (absl::StartsWith(options_.address, "unix:")) {
+      port_ = 0;
+      address_ = options_.address;
+    } else {
+      address_ = absl::StrCat(options_.address.substr(0, options_.address.rfind(':')), ":", port_);
+    }
+    return absl::OkStatus();
+  }
+
+  void Stop() {
+    if (server_ == nullptr) return;
+    server_->Shutdown(std::chrono::system_clock::now() + std::chrono::milliseconds(500));
+    server_->Wait();
+    server_.reset();
+  }
+
+  int port() const { return port_; }
+  const std::string& address() const { return address_; }
+
+  ServerStats stats() const {
+    ServerStats s;
+    s.chunks_received = chunks_received_.load();
+    s.chunk_bytes_received = chunk_bytes_received_.load();
+    s.items_inserted = items_inserted_.load();
+    s.item_errors = item_errors_.load();
+    s.chunks_sent = chunks_sent_.load();
+    s.items_sent = items_sent_.load();
+    s.open_insert_streams = open_insert_streams_.load();
+    s.open_sample_streams = open_sample_streams_.load();
+    s.cached_insert_chunks = cached_insert_chunks_.load();
+    return s;
+  }
+
+  // ---- InsertStream: docs/protocol/replay.md#insertstream ----
+  grpc::Status InsertStream(
+      grpc::ServerContext* ctx,
+      grpc::ServerReaderWriter<proto::InsertStreamResponse, proto::InsertStreamRequest>* stream) override {
+    open_insert_streams_++;
+    absl::flat_hash_map<ChunkKey, ChunkRef> cache;
+    // Runs when the handler returns, whichever way: the stream's chunks go.
+    struct Cleanup {
+      Impl* self;
+      absl::flat_hash_map<ChunkKey, ChunkRef>* cache;
+      ~Cleanup() {
+        self->cached_insert_chunks_ -= static_cast<int64_t>(cache->size());
+        self->open_insert_streams_--;
+      }
+    } cleanup{this, &cache};
+
+    proto::InsertStreamRequest req;
+    proto::InsertStreamResponse resp;
+    while (stream->Read(&req)) {
+      for (auto& pc : *req.mutable_chunks()) {
+        const int64_t bytes = static_cast<int64_t>(pc.compressed().size());
+        auto chunk = ChunkFromProto(&pc);
+        if (!chunk.ok()) return ToGrpc(Annotate(chunk.status(), "insert stream"));
+        chunks_received_++;
+        chunk_bytes_received_ += bytes;
+        auto [it, inserted] = cache.insert_or_assign((*chunk)->key(), *std::move(chunk));
+        if (inserted) cached_insert_chunks_++;
+      }
+      const absl::Duration timeout = TimeoutFromMs(req.timeout_ms());
+      for (const auto& pi : req.items()) {
+        const Status s = InsertOne(ctx, cache, pi, timeout);
+        if (s.ok()) {
+          items_inserted_++;
+        } else {
+          item_errors_++;
+        }
+        resp.Clear();
+        resp.set_key(pi.key());
+        resp.set_code(static_cast<int32_t>(s.code()));
+        resp.set_message(std::string(s.message()));
+        if (!stream->Write(resp)) return grpc::Status(grpc::StatusCode::CANCELLED, "client went away");
+      }
+      for (ChunkKey k : req.release_chunk_keys()) cached_insert_chunks_ -= static_cast<int64_t>(cache.erase(k));
+    }
+    return grpc::Status::OK;
+  }
+
+  // ---- SampleStream: docs/protocol/replay.md#samplestream ----
+  grpc::Status SampleStream(
+      grpc::ServerContext* ctx,
+      grpc::ServerReaderWriter<proto::SampleStreamResponse, proto::SampleStreamRequest>* stream) override {
+    open_sample_streams_++;
+    struct Cleanup {
+      std::atomic<int64_t>* n;
+      ~Cleanup() { (*n)--; }
+    } cleanup{&open_sample_streams_};
+    // Chunks the client holds: the last `capacity` first-sent chunks, FIFO.
+    absl::flat_hash_set<ChunkKey> sent;
+    std::deque<ChunkKey> order;
+    int64_t capacity = -1;
+
+    proto::SampleStreamRequest req;
+    while (stream->Read(&req)) {
+      if (capacity < 0) {
+        capacity = req.chunk_cache_capacity() > 0 ? req.chunk_cache_capacity()
+                                                  : internal_service::kDefaultSampleChunkCache;
+      }
+      // Sends one sampled item with the chunks the client lacks.
+      auto send = [&](const SampledItem& s, bool last) -> bool {
+        proto::SampleStreamResponse resp;
+        std::vector<ChunkKey> fresh;
+        for (const auto& col : s.item->columns) {
+          for (const auto& c : col.chunks) {
+            if (sent.contains(c->key()) || std::find(fresh.begin(), fresh.end(), c->key()) != fresh.end()) continue;
+            fresh.push_back(c->key());
+            ChunkToProto(*c, resp.add_chunks());
+          }
+        }
+        ItemToProto(req.table(), *s.item, resp.mutable_item()->mutable_item());
+        resp.mutable_item()->set_priority(s.priority);
+        resp.mutable_item()->set_probability(s.probability);
+        resp.mutable_item()->set_table_size(s.table_size);
+        resp.mutable_item()->set_times_sampled(s.times_sampled);
+        resp.set_end_of_batch(last);
+        for (ChunkKey k : fresh) {
+          sent.insert(k);
+          order.push_back(k);
+          while (static_cast<int64_t>(order.size()) > capacity) {
+            sent.erase(order.front());
+            order.pop_front();
+          }
+        }
+        chunks_sent_ += static_cast<int64_t>(fresh.size());
+        items_sent_++;
+        return stream->Write(resp);
+      };
+      auto fail = [&](const Status& s) -> bool {
+        proto::SampleStreamResponse resp;
+        resp.set_end_of_batch(true);
+        resp.set_code(static_cast<int32_t>(s.code()));
+        resp.set_message(std::string(s.message()));
+        return stream->Write(resp);
+      };
+
+      auto t = tables_.find(req.table());
+      if (t == tables_.end()) {
+        if (!fail(absl::NotFoundError(absl::StrCat("sample: no table '", req.table(), "'")))) break;
+        continue;
+      }
+      Table* table = t->second.get();
+      const int64_t n = req.num_samples();
+      if (n < 1) {
+        if (!fail(absl::InvalidArgumentError(absl::StrCat("sample: num_samples ", n, " must be >= 1")))) break;
+        continue;
+      }
+      const absl::Duration timeout = TimeoutFromMs(req.timeout_ms());
+      bool ok = true;
+      if (req.flexible()) {
+        auto batch = WaitInSlices<Result<std::vector<SampledItem>>>(
+            ctx, timeout, [&](absl::Duration slice) { return table->SampleBatch(n, true, slice); });
+        if (!batch.ok()) {
+          ok = fail(batch.status());
+        } else {
+          for (size_t i = 0; i < batch->size() && ok; ++i) ok = send((*batch)[i], i + 1 == batch->size());
+        }
+      } else {
+        // One at a time, so a slice timing out never drops sampled items.
+        const absl::Time deadline =
+            timeout == absl::InfiniteDuration() ? absl::InfiniteFuture() : absl::Now() + timeout;
+        for (int64_t i = 0; i < n && ok; ++i) {
+          const absl::Duration left =
+              deadline == absl::InfiniteFuture() ? absl::InfiniteDuration() : deadline - absl::Now();
+          auto s = WaitInSlices<Result<SampledItem>>(
+              ctx, std::max(left, absl::ZeroDuration()), [&](absl::Duration slice) { return table->Sample(slice); });
+          if (!s.ok()) {
+            ok = fail(s.status());
+            break;
+          }
+          ok = send(*s, i + 1 == n);
+        }
+      }
+      if (!ok) break;
+    }
+    return grpc::Status::OK;
+  }
+
+  grpc::Status MutatePriorities(grpc::ServerContext*, const proto::MutatePrioritiesRequest* req,
+                                proto::MutatePrioritiesResponse* resp) override {
+    auto t = tables_.find(req->table());
+    if (t == tables_.end()) return ToGrpc(absl::NotFoundError(absl::StrCat("mutate_priorities: no table '", req->table(), "'")));
+    if (req->update_keys_size() != req->update_priorities_size()) {
+      return ToGrpc(absl::InvalidArgumentError(absl::StrCat("mutate_priorities: ", req->update_keys_size(),
+                                                            " update_keys but ", req->update_priorities_size(),
+                                                            " update_priorities")));
+    }
+    std::vector<std::pair<ItemKey, double>> updates;
+    for (int i = 0; i < req->update_keys_size(); ++i) updates.emplace_back(req->update_keys(i), req->update_priorities(i));
+    std::vector<ItemKey> deletes(req->delete_keys().begin(), req->delete_keys().end());
+    auto missing = t->second->MutatePriorities(updates, deletes);
+    if (!missing.ok()) return ToGrpc(missing.status());
+    resp->set_missing(*missing);
+    return grpc::Status::OK;
+  }
+
+  grpc::Status Info(grpc::ServerContext*, const proto::InfoRequest*, proto::InfoResponse* resp) override {
+    for (const auto& t : options_.tables) internal_service::TableInfoToProto(t->Info(), t->Explain(), resp->add_tables());
+    return grpc::Status::OK;
+  }
+
+  grpc::Status Reset(grpc::ServerContext*, const proto::ResetRequest* req, proto::ResetResponse*) override {
+    auto t = tables_.find(req->table());
+    if (t == tables_.end()) return ToGrpc(absl::NotFoundError(absl::StrCat("reset: no table '", req->table(), "'")));
+    t->second->Reset();
+    return grpc::Status::OK;
+  }
+
+  grpc::Status Close(grpc::ServerContext*, const proto::CloseRequest* req, proto::CloseResponse*) override {
+    auto t = tables_.find(req->table());
+    if (t == tables_.end()) return ToGrpc(absl::NotFoundError(absl::StrCat("close: no table '", req->table(), "'")));
+    t->second->Close();
+    return grpc::Status::OK;
+  }
+
+ private:
+  static void ItemToProto(const std::string& table, const Item& item, proto::Item* out) {
+    out->set_table(table);
+    out->set_key(item.key);
+    out->set_priority(item.priority);
+    for (const auto& col : item.columns) {
+      proto::Column* pc = out->add_columns();
+      pc->set_name(col.name);
+      for (const auto& c : col.chunks) pc->add_chunk_keys(c->key());
+      pc->set_offset(col.offset);
+      pc->set_length(col.length);
+    }
+  }
+
+  Status InsertOne(grpc::ServerContext* ctx, const absl::flat_hash_map<ChunkKey, ChunkRef>& cache,
+                   const proto::Item& pi, absl::Duration timeout) {
+    auto t = tables_.find(pi.table());
+    if (t == tables_.end()) {
+      return absl::NotFoundError(absl::StrCat("insert item ", pi.key(), ": no table '", pi.table(), "'"));
+    }
+    Item item;
+    item.key = pi.key();
+    item.priority = pi.priority();
+    if (pi.columns().empty()) return absl::InvalidArgumentError(absl::StrCat("insert item ", pi.key(), ": no columns"));
+    for (const auto& pc : pi.columns()) {
+      TrajectoryColumn col;
+      col.name = pc.name();
+      col.offset = pc.offset();
+      col.length = pc.length();
+      if (pc.chunk_keys().empty()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("insert item ", pi.key(), " column '", pc.name(), "': no chunk_keys"));
+      }
+      for (ChunkKey k : pc.chunk_keys()) {
+        auto it = cache.find(k);
+        if (it == cache.end()) {
+          return absl::InvalidArgumentError(absl::StrCat("insert item ", pi.key(), " column '", pc.name(),
+                                                         "': chunk ", k, " was not sent on this stream (or was released)"));
+        }
+        col.chunks.push_back(it->second);
+      }
+      FW_RETURN_IF_ERROR_CTX(col.Validate(), "insert item ", pi.key(), " column '", pc.name(), "'");
+      item.columns.push_back(std::move(col));
+    }
+    Table* table = t->second.get();
+    return WaitInSlices<Status>(ctx, timeout, [&](absl::Duration slice) { return table->Insert(item, slice); });
+  }
+
+  ServerOptions options_;
+  absl::flat_hash_map<std::string, std::shared_ptr<Table>> tables_;
+  std::unique_ptr<grpc::Server> server_;
+  int port_ = 0;
+  std::string address_;
+
+  std::atomic<int64_t> chunks_received_{0}, chunk_bytes_received_{0}, items_inserted_{0}, item_errors_{0};
+  std::atomic<int64_t> chunks_sent_{0}, items_sent_{0};
+  std::atomic<int64_t> open_insert_streams_{0}, open_sample_streams_{0}, cached_insert_chunks_{0};
+};
+
+Result<std::unique_ptr<Server>> Server::Start(ServerOptions options) {
+  FW_RETURN_IF_ERROR_CTX(options.Validate(), "replay server options");
+  auto impl = std::make_unique<Impl>(std::move(options));
+  FW_RETURN_IF_ERROR(impl->Start());
+  return std::unique_ptr<Server>(new Server(std::move(impl)));
+}
+
+Server::Server(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Server::~Server() { Stop(); }
+int Server::port() const { return impl_->port(); }
+std::string Server::address() const { return impl_->address(); }
+ServerStats Server::stats() const { return impl_->stats(); }
+void Server::Stop() { impl_->Stop(); }
+
+}  // namespace flywheel::replay

@@ -1,0 +1,331 @@
+#include <gtest/gtest.h>
+
+#include <thread>
+
+#include "flywheel/replay/service/client.h"
+#include "flywheel/replay/service/server.h"
+#include "grpcpp/grpcpp.h"
+#include "replay.grpc.pb.h"
+
+namespace flywheel::replay {
+namespace {
+
+using format::DataType;
+using format::TypeId;
+
+std::shared_ptr<Table> MakeTable(const std::string& name, RateLimiterOptions limiter = RateLimiterOptions::MinSize(1),
+                                 std::optional<Signature> signature = std::nullopt) {
+  TableOptions o;
+  o.name = name;
+  o.sampler = NewFifoSelector();
+  o.rate_limiter = limiter;
+  o.signature = std::move(signature);
+  o.max_times_sampled = 1;  // each item sampled once: tests see FIFO order
+  auto t = Table::Create(std::move(o));
+  EXPECT_TRUE(t.ok()) << t.status();
+  return std::shared_ptr<Table>(std::move(*t));
+}
+
+std::unique_ptr<Server> StartServer(std::vector<std::shared_ptr<Table>> tables) {
+  ServerOptions o;
+  o.tables = std::move(tables);
+  auto s = Server::Start(std::move(o));
+  EXPECT_TRUE(s.ok()) << s.status();
+  EXPECT_GT((*s)->port(), 0);
+  return std::move(*s);
+}
+
+// obs = float32[2] {i, -i}, action = int32 i.
+void AppendSteps(RemoteWriter& w, int first, int n) {
+  for (int i = first; i < first + n; ++i) {
+    float obs[2] = {static_cast<float>(i), static_cast<float>(-i)};
+    int32_t action = i;
+    ASSERT_TRUE(w.Append({{"obs", DataType::Tensor(TypeId::kFloat32, {2}), obs},
+                          {"action", DataType::Scalar(TypeId::kInt32), &action}})
+                    .ok());
+  }
+}
+
+std::vector<int32_t> Actions(const SampledItem& s, int col = 0) {
+  std::vector<int32_t> v(static_cast<size_t>(s.item->columns[col].length));
+  EXPECT_TRUE(s.item->columns[col].Decode(v.data()).ok());
+  return v;
+}
+
+TEST(ReplayServiceTest, InsertThenSampleRoundTripsValues) {
+  auto t = MakeTable("t");
+  auto server = StartServer({t});
+  Client client(server->address());
+  auto w = client.NewWriter({.writer = {.chunk_length = 4}});
+  ASSERT_TRUE(w.ok()) << w.status();
+  AppendSteps(**w, 0, 10);
+  auto key = (*w)->CreateItem("t", 2.5, {{"obs", 3}, {"action", 5}});
+  ASSERT_TRUE(key.ok()) << key.status();
+  ASSERT_TRUE((*w)->Flush().ok());
+  EXPECT_EQ(t->Info().size, 1);
+
+  auto s = client.Sample("t", 1, absl::Seconds(10));
+  ASSERT_TRUE(s.ok()) << s.status();
+  ASSERT_EQ(s->size(), 1u);
+  const SampledItem& got = (*s)[0];
+  EXPECT_EQ(got.item->key, *key);
+  EXPECT_EQ(got.priority, 2.5);
+  EXPECT_EQ(got.probability, 1.0);
+  EXPECT_EQ(got.table_size, 1);
+  EXPECT_EQ(got.times_sampled, 1);
+  ASSERT_EQ(got.item->columns.size(), 2u);
+  EXPECT_EQ(got.item->columns[0].name, "obs");
+  std::vector<float> obs(6);
+  ASSERT_TRUE(got.item->columns[0].Decode(obs.data()).ok());
+  EXPECT_EQ(obs, (std::vector<float>{7, -7, 8, -8, 9, -9}));
+  EXPECT_EQ(Actions(got, 1), (std::vector<int32_t>{5, 6, 7, 8, 9}));
+  EXPECT_TRUE((*w)->Close().ok());
+}
+
+TEST(ReplayServiceTest, ChunkIsSentOncePerStreamForTwoItems) {
+  auto t = MakeTable("t");
+  auto server = StartServer({t});
+  Client client(server->address());
+  auto w = *client.NewWriter({.writer = {.chunk_length = 8}});
+  AppendSteps(*w, 0, 8);  // one chunk per column
+  ASSERT_TRUE(w->CreateItem("t", 1, {{"action", 3}}).ok());
+  ASSERT_TRUE(w->CreateItem("t", 1, {{"action", 2}}).ok());
+  ASSERT_TRUE(w->Flush().ok());
+  EXPECT_EQ(server->stats().chunks_received, 1);
+  EXPECT_EQ(server->stats().items_inserted, 2);
+
+  auto sampler = client.NewSampler();
+  auto a = sampler->Sample("t", 1, absl::Seconds(10));
+  auto b = sampler->Sample("t", 1, absl::Seconds(10));
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_EQ(Actions((*a)[0]), (std::vector<int32_t>{5, 6, 7}));
+  EXPECT_EQ(Actions((*b)[0]), (std::vector<int32_t>{6, 7}));
+  EXPECT_EQ(server->stats().chunks_sent, 1);  // the second item reused the client's copy
+  EXPECT_EQ((*a)[0].item->columns[0].chunks[0], (*b)[0].item->columns[0].chunks[0]);
+  ASSERT_TRUE(w->Close().ok());
+  EXPECT_EQ(server->stats().open_insert_streams, 0);
+  EXPECT_EQ(server->stats().cached_insert_chunks, 0);
+}
+
+TEST(ReplayServiceTest, EndEpisodeReleasesTheEpisodesChunksOnTheServer) {
+  auto t = MakeTable("t");
+  auto server = StartServer({t});
+  Client client(server->address());
+  auto w = *client.NewWriter({.writer = {.chunk_length = 2}});
+  AppendSteps(*w, 0, 4);
+  ASSERT_TRUE(w->CreateItem("t", 1, {{"action", 4}}).ok());
+  ASSERT_TRUE(w->Flush().ok());
+  EXPECT_EQ(server->stats().cached_insert_chunks, 2);
+  ASSERT_TRUE(w->EndEpisode().ok());
+  AppendSteps(*w, 10, 1);
+  ASSERT_TRUE(w->CreateItem("t", 1, {{"action", 1}}).ok());
+  ASSERT_TRUE(w->Flush().ok());
+  EXPECT_EQ(server->stats().cached_insert_chunks, 1);  // only the new episode's chunk
+  auto s = client.Sample("t", 2, absl::Seconds(10));
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(Actions((*s)[0]), (std::vector<int32_t>{0, 1, 2, 3}));
+  EXPECT_EQ(Actions((*s)[1]), (std::vector<int32_t>{10}));
+  ASSERT_TRUE(w->Close().ok());
+}
+
+TEST(ReplayServiceTest, QueueHandsEachItemToExactlyOneOfTwoClients) {
+  auto t = MakeTable("q", RateLimiterOptions::Queue(100));
+  auto server = StartServer({t});
+  Client writer_client(server->address());
+  auto w = *writer_client.NewWriter({.writer = {.chunk_length = 1}});
+  for (int i = 0; i < 20; ++i) {
+    AppendSteps(*w, i, 1);
+    ASSERT_TRUE(w->CreateItem("q", 1, {{"action", 1}}).ok());
+  }
+  ASSERT_TRUE(w->Flush().ok());
+  Client c1(server->address()), c2(server->address());
+  std::vector<int32_t> seen;
+  for (int i = 0; i < 10; ++i) {
+    for (Client* c : {&c1, &c2}) {
+      auto s = c->Sample("q", 1, absl::Seconds(10));
+      ASSERT_TRUE(s.ok()) << s.status();
+      seen.push_back(Actions((*s)[0])[0]);
+    }
+  }
+  std::vector<int32_t> want(20);
+  for (int i = 0; i < 20; ++i) want[i] = i;
+  EXPECT_EQ(seen, want);  // FIFO order, each once
+  auto empty = c1.Sample("q", 1, absl::Milliseconds(200));
+  EXPECT_TRUE(absl::IsDeadlineExceeded(empty.status())) << empty.status();
+  // A batch that waits for an insert from another client.
+  std::thread later([&] {
+    AppendSteps(*w, 100, 2);
+    ASSERT_TRUE(w->CreateItem("q", 1, {{"action", 1}}).ok());
+    ASSERT_TRUE(w->CreateItem("q", 1, {{"action", 2}}).ok());
+    ASSERT_TRUE(w->Flush().ok());
+  });
+  auto two = c2.Sample("q", 2, absl::Seconds(10));
+  later.join();
+  ASSERT_TRUE(two.ok()) << two.status();
+  ASSERT_EQ(two->size(), 2u);
+  EXPECT_EQ(Actions((*two)[0]), (std::vector<int32_t>{101}));
+  EXPECT_EQ(Actions((*two)[1]), (std::vector<int32_t>{100, 101}));
+  ASSERT_TRUE(w->Close().ok());
+}
+
+TEST(ReplayServiceTest, ItemErrorsNameTheProblemAndTheStreamGoesOn) {
+  Signature sig;
+  sig.columns = {{"action", DataType::Scalar(TypeId::kInt64)}};
+  auto t = MakeTable("typed", RateLimiterOptions::MinSize(1), sig);
+  auto server = StartServer({t});
+  Client client(server->address());
+  auto w = *client.NewWriter({.writer = {.chunk_length = 2}});
+  AppendSteps(*w, 0, 4);
+  // Unknown table.
+  ASSERT_TRUE(w->CreateItem("nope", 1, {{"action", 1}}).ok());  // reported asynchronously
+  Status s = w->Flush();
+  EXPECT_TRUE(absl::IsNotFound(s)) << s;
+  EXPECT_NE(s.message().find("nope"), std::string::npos) << s;
+  // Signature mismatch: int32 steps for an int64 column.
+  ASSERT_TRUE(w->CreateItem("typed", 1, {{"action", 1}}).ok());
+  s = w->Flush();
+  EXPECT_TRUE(absl::IsInvalidArgument(s)) << s;
+  EXPECT_NE(s.message().find("signature"), std::string::npos) << s;
+  EXPECT_NE(s.message().find("action"), std::string::npos) << s;
+  EXPECT_EQ(server->stats().item_errors, 2);
+  EXPECT_EQ(t->Info().size, 0);
+
+  // Sampling an unknown table.
+  auto bad = client.Sample("nope", 1, absl::Seconds(1));
+  EXPECT_TRUE(absl::IsNotFound(bad.status())) << bad.status();
+  ASSERT_TRUE(w->Close().ok());
+
+  // Another client is still served.
+  Client other(server->address());
+  auto info = other.Info();
+  ASSERT_TRUE(info.ok()) << info.status();
+  EXPECT_EQ(info->size(), 1u);
+}
+
+// Raw stream: an item naming a chunk never sent gets an error; the stream and
+// a later good item on it still work.
+TEST(ReplayServiceTest, MissingChunkReferenceIsAPerItemError) {
+  auto t = MakeTable("t");
+  auto server = StartServer({t});
+  auto channel = grpc::CreateChannel(server->address(), grpc::InsecureChannelCredentials());
+  auto stub = proto::ReplayService::NewStub(channel);
+  grpc::ClientContext ctx;
+  auto stream = stub->InsertStream(&ctx);
+
+  proto::InsertStreamRequest req;
+  proto::Item* item = req.add_items();
+  item->set_table("t");
+  item->set_key(7);
+  proto::Column* col = item->add_columns();
+  col->set_name("x");
+  col->add_chunk_keys(1234);
+  col->set_length(1);
+  ASSERT_TRUE(stream->Write(req));
+  proto::InsertStreamResponse resp;
+  ASSERT_TRUE(stream->Read(&resp));
+  EXPECT_EQ(resp.key(), 7u);
+  EXPECT_EQ(resp.code(), static_cast<int>(absl::StatusCode::kInvalidArgument));
+  EXPECT_NE(resp.message().find("chunk 1234"), std::string::npos) << resp.message();
+
+  // Now send the chunk and the same item: accepted.
+  int32_t v = 5;
+  auto chunk = Chunk::Make(1234, DataType::Scalar(TypeId::kInt32), 1, &v);
+  ASSERT_TRUE(chunk.ok());
+  proto::Chunk* pc = req.add_chunks();
+  pc->set_key(1234);
+  pc->set_step_type("int32");
+  pc->set_num_steps(1);
+  pc->set_codec(static_cast<uint32_t>((*chunk)->codec()));
+  pc->set_compressed((*chunk)->compressed());
+  ASSERT_TRUE(stream->Write(req));
+  ASSERT_TRUE(stream->Read(&resp));
+  EXPECT_EQ(resp.code(), 0) << resp.message();
+  EXPECT_EQ(t->Info().size, 1);
+  stream->WritesDone();
+  EXPECT_TRUE(stream->Finish().ok());
+}
+
+TEST(ReplayServiceTest, ClientVanishingMidStreamFreesItsChunks) {
+  auto t = MakeTable("t", RateLimiterOptions::Queue(1));
+  auto server = StartServer({t});
+  {
+    Client client(server->address());
+    auto w = *client.NewWriter({.writer = {.chunk_length = 1}});
+    AppendSteps(*w, 0, 3);
+    ASSERT_TRUE(w->CreateItem("t", 1, {{"action", 1}}).ok());
+    ASSERT_TRUE(w->Flush().ok());
+    // The queue is full: this insert blocks in the server.
+    ASSERT_TRUE(w->CreateItem("t", 1, {{"action", 1}}).ok());
+    absl::Time deadline = absl::Now() + absl::Seconds(10);
+    while (t->Info().blocked_inserts == 0 && absl::Now() < deadline) absl::SleepFor(absl::Milliseconds(5));
+    EXPECT_EQ(t->Info().blocked_inserts, 1);
+    EXPECT_GT(server->stats().cached_insert_chunks, 0);
+    // The writer goes away without Close(): the stream is cancelled.
+  }
+  absl::Time deadline = absl::Now() + absl::Seconds(10);
+  while (server->stats().open_insert_streams > 0 && absl::Now() < deadline) absl::SleepFor(absl::Milliseconds(5));
+  EXPECT_EQ(server->stats().open_insert_streams, 0);
+  EXPECT_EQ(server->stats().cached_insert_chunks, 0);
+  EXPECT_EQ(t->Info().blocked_inserts, 0);
+  // Another client is served.
+  Client other(server->address());
+  auto s = other.Sample("t", 1, absl::Seconds(10));
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(Actions((*s)[0]), (std::vector<int32_t>{2}));
+  EXPECT_EQ(t->Info().size, 0);  // the cancelled insert never landed
+}
+
+TEST(ReplayServiceTest, InfoExplainMutateAndResetOverTheWire) {
+  auto t = MakeTable("t", RateLimiterOptions::MinSize(3));
+  auto server = StartServer({t, MakeTable("u")});
+  Client client(server->address());
+  auto w = *client.NewWriter({.writer = {.chunk_length = 1}});
+  AppendSteps(*w, 0, 1);
+  auto key = w->CreateItem("t", 1, {{"action", 1}});
+  ASSERT_TRUE(key.ok());
+  ASSERT_TRUE(w->Close().ok());
+  auto info = client.Info();
+  ASSERT_TRUE(info.ok()) << info.status();
+  ASSERT_EQ(info->size(), 2u);
+  const RemoteTableInfo& ti = (*info)[0];
+  EXPECT_EQ(ti.info.name, "t");
+  EXPECT_EQ(ti.info.size, 1);
+  EXPECT_EQ(ti.info.limiter.inserts, 1);
+  EXPECT_EQ(ti.info.limiter_options.min_size_to_sample, 3);
+  EXPECT_EQ(ti.explain, t->Explain());
+  EXPECT_NE(ti.explain.find("min_size_to_sample"), std::string::npos) << ti.explain;
+
+  auto missing = client.MutatePriorities("t", {{*key, 4.0}, {999, 1.0}}, {});
+  ASSERT_TRUE(missing.ok()) << missing.status();
+  EXPECT_EQ(*missing, 1);
+  EXPECT_TRUE(absl::IsNotFound(client.MutatePriorities("zz", {}, {}).status()));
+  ASSERT_TRUE(client.Reset("t").ok());
+  EXPECT_EQ(t->Info().size, 0);
+  EXPECT_TRUE(absl::IsNotFound(client.Reset("zz")));
+}
+
+TEST(ReplayServiceTest, NonLoopbackAddressIsRefused) {
+  ServerOptions o;
+  o.address = "0.0.0.0:0";
+  auto s = Server::Start(std::move(o));
+  EXPECT_TRUE(absl::IsInvalidArgument(s.status())) << s.status();
+}
+
+TEST(ReplayServiceTest, OversizedMessageIsRejectedAndServerGoesOn) {
+  auto t = MakeTable("t");
+  ServerOptions o;
+  o.tables = {t};
+  o.max_message_bytes = 4096;
+  auto server = *Server::Start(std::move(o));
+  Client client(server->address());
+  auto w = *client.NewWriter({.writer = {.chunk_length = 1000, .codec = format::Codec::kNone}});
+  AppendSteps(*w, 0, 1000);  // 8000 bytes of obs, uncompressed
+  ASSERT_TRUE(w->CreateItem("t", 1, {{"obs", 1000}}).ok());
+  Status s = w->Flush();
+  EXPECT_TRUE(absl::IsResourceExhausted(s)) << s;
+  Client other(server->address());
+  EXPECT_TRUE(other.Info().ok());
+}
+
+}  // namespace
+}  // namespace flywheel::replay

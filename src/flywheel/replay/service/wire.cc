@@ -1,0 +1,89 @@
+#include "flywheel/replay/service/wire.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+
+namespace flywheel::replay::internal_service {
+
+Status FromGrpc(const grpc::Status& s) {
+  if (s.ok()) return absl::OkStatus();
+  return Status(static_cast<absl::StatusCode>(s.error_code()), s.error_message());
+}
+
+grpc::Status ToGrpc(const Status& s) {
+  if (s.ok()) return grpc::Status::OK;
+  return grpc::Status(static_cast<grpc::StatusCode>(s.code()), std::string(s.message()));
+}
+
+Status FromWire(int32_t code, const std::string& message) {
+  if (code == 0) return absl::OkStatus();
+  if (code < 0 || code > 16) code = static_cast<int32_t>(absl::StatusCode::kUnknown);
+  return Status(static_cast<absl::StatusCode>(code), message);
+}
+
+void ChunkToProto(const Chunk& c, proto::Chunk* out) {
+  out->set_key(c.key());
+  out->set_step_type(c.step_type().ToString());
+  out->set_num_steps(c.num_steps());
+  out->set_codec(static_cast<uint32_t>(c.codec()));
+  out->set_compressed(c.compressed());
+}
+
+Result<ChunkRef> ChunkFromProto(proto::Chunk* c) {
+  FW_ASSIGN_OR_RETURN_CTX(format::DataType type, format::DataType::Parse(c->step_type()), "chunk ", c->key(),
+                          ": step_type");
+  if (c->codec() > static_cast<uint32_t>(format::Codec::kZstd)) {
+    return absl::InvalidArgumentError(absl::StrCat("chunk ", c->key(), ": unknown codec ", c->codec()));
+  }
+  if (c->num_steps() <= 0) {
+    return absl::InvalidArgumentError(absl::StrCat("chunk ", c->key(), ": num_steps ", c->num_steps(), " must be > 0"));
+  }
+  return Chunk::FromCompressed(c->key(), type, c->num_steps(), static_cast<format::Codec>(c->codec()),
+                               std::move(*c->mutable_compressed()));
+}
+
+void TableInfoToProto(const TableInfo& info, const std::string& explain, proto::TableInfo* out) {
+  out->set_name(info.name);
+  out->set_size(info.size);
+  out->set_max_size(info.max_size);
+  out->set_max_times_sampled(info.max_times_sampled);
+  out->set_inserts(info.limiter.inserts);
+  out->set_deletes(info.limiter.deletes);
+  out->set_samples(info.limiter.samples);
+  out->set_samples_per_insert(info.limiter_options.samples_per_insert);
+  out->set_min_size_to_sample(info.limiter_options.min_size_to_sample);
+  out->set_min_diff(info.limiter_options.min_diff);
+  out->set_max_diff(info.limiter_options.max_diff);
+  out->set_blocked_inserts(info.blocked_inserts);
+  out->set_blocked_samples(info.blocked_samples);
+  out->set_sampler(info.sampler);
+  out->set_remover(info.remover);
+  out->set_num_episodes_evicted(info.num_episodes_evicted);
+  out->set_num_deleted(info.num_deleted);
+  out->set_explain(explain);
+}
+
+TableInfo TableInfoFromProto(const proto::TableInfo& p) {
+  TableInfo info;
+  info.name = p.name();
+  info.size = p.size();
+  info.max_size = p.max_size();
+  info.max_times_sampled = p.max_times_sampled();
+  info.limiter.inserts = p.inserts();
+  info.limiter.deletes = p.deletes();
+  info.limiter.samples = p.samples();
+  info.limiter_options.samples_per_insert = p.samples_per_insert();
+  info.limiter_options.min_size_to_sample = p.min_size_to_sample();
+  info.limiter_options.min_diff = p.min_diff();
+  info.limiter_options.max_diff = p.max_diff();
+  info.blocked_inserts = p.blocked_inserts();
+  info.blocked_samples = p.blocked_samples();
+  info.sampler = p.sampler();
+  info.remover = p.remover();
+  info.num_episodes_evicted = p.num_episodes_evicted();
+  info.num_deleted = p.num_deleted();
+  return info;
+}
+
+}  // namespace flywheel::replay::internal_service

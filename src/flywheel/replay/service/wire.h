@@ -1,0 +1,37 @@
+// Conversions between the replay service's wire messages (proto/replay.proto,
+// docs/protocol/replay.md) and replay:: types, and between grpc::Status and
+// absl::Status. Internal to the service: the server and client only.
+//
+// Thread-safety: stateless functions.
+#pragma once
+
+#include <string>
+
+#include "flywheel/base/status.h"
+#include "flywheel/replay/chunk.h"
+#include "flywheel/replay/table.h"
+#include "grpcpp/support/status.h"
+#include "replay.pb.h"
+
+namespace flywheel::replay::internal_service {
+
+// The one mapping between the two status types (codes are numerically equal).
+Status FromGrpc(const grpc::Status& s);
+grpc::Status ToGrpc(const Status& s);
+
+// Status carried in a message's (code, message) fields.
+Status FromWire(int32_t code, const std::string& message);
+
+// Copies the chunk's stored bytes as is.
+void ChunkToProto(const Chunk& c, proto::Chunk* out);
+// Moves the bytes out of `c`. InvalidArgument naming the chunk key and the
+// field for a bad step type, codec or size.
+Result<ChunkRef> ChunkFromProto(proto::Chunk* c);
+
+void TableInfoToProto(const TableInfo& info, const std::string& explain, proto::TableInfo* out);
+TableInfo TableInfoFromProto(const proto::TableInfo& p);
+
+// Default chunk-cache capacity of a sample stream (docs/protocol/replay.md).
+inline constexpr int64_t kDefaultSampleChunkCache = 4096;
+
+}  // namespace flywheel::replay::internal_service
