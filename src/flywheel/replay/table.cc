@@ -77,6 +77,12 @@ void Table::Close() {
   limiter_->Cancel();
 }
 
+void Table::Cancel(bool* flag) {
+  absl::MutexLock lock(&mu_);
+  *flag = true;
+  limiter_->WakeAll();
+}
+
 Status Table::AwaitLocked(bool insert, absl::Duration timeout, const bool* cancelled) {
   const absl::Time start = absl::Now();
   const absl::Time deadline = timeout == absl::InfiniteDuration() ? absl::InfiniteFuture() : start + timeout;

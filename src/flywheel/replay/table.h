@@ -109,6 +109,9 @@ class Table {
   void Reset();
   // Wakes every blocked call with Cancelled; later calls fail too.
   void Close();
+  // Cancels the calls that passed `flag` as their `cancelled` argument: sets
+  // it under the table lock and wakes waiters, which return Cancelled.
+  void Cancel(bool* flag);
 
   TableInfo Info() const;
   // Plain words: size, blocked callers and why (the rate limiter's reasons).

@@ -173,6 +173,27 @@ TEST(ReplayTableTest, CancelFlagStopsABlockedCall) {
   EXPECT_TRUE(absl::IsCancelled(t->Sample(absl::Seconds(5), &cancelled).status()));
 }
 
+TEST(ReplayTableTest, CancelWakesOnlyTheCallWithThatFlag) {
+  TableOptions o;
+  o.name = "cancel2";
+  o.rate_limiter = RateLimiterOptions::MinSize(5);
+  o.watchdog = absl::ZeroDuration();
+  auto t = MakeTable(std::move(o));
+  bool flag = false;
+  absl::Notification done;
+  Status result;
+  std::thread sampler([&] {
+    result = t->Sample(absl::InfiniteDuration(), &flag).status();
+    done.Notify();
+  });
+  for (int i = 0; i < 2000 && t->Info().blocked_samples == 0; ++i) absl::SleepFor(absl::Milliseconds(1));
+  t->Cancel(&flag);
+  ASSERT_TRUE(done.WaitForNotificationWithTimeout(absl::Seconds(10)));
+  sampler.join();
+  EXPECT_TRUE(absl::IsCancelled(result)) << result;
+  ASSERT_TRUE(t->Insert(MakeItem(1)).ok());  // the table itself stays open
+}
+
 TEST(ReplayTableTest, FlexibleBatchTakesWhatIsAvailable) {
   TableOptions o;
   o.name = "flex";
