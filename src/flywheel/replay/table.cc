@@ -188,7 +188,7 @@ Status Table::AddLocked(Item item) {
     (void)sampler_->Delete(key);
     return rs;
   }
-  Entry e{item.priority, item.times_sampled, std::make_shared<const Item>(std::move(item))};
+  Entry e{next_seq_++, item.priority, item.times_sampled, std::make_shared<const Item>(std::move(item))};
   items_.emplace(key, std::move(e));
   return absl::OkStatus();
 }
@@ -264,7 +264,10 @@ Result<std::vector<SampledItem>> Table::SampleBatch(int64_t n, bool flexible, ab
     const absl::Duration left = deadline == absl::InfiniteFuture() ? absl::InfiniteDuration() : deadline - absl::Now();
     FW_RETURN_IF_ERROR(AwaitLocked(/*insert=*/false, std::max(left, absl::ZeroDuration()), cancelled));
     auto ready = [this, n]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return closed_ || limiter_->CanSample(n); };
-    if (!mu_.AwaitWithDeadline(absl::Condition(&ready), deadline)) {
+    waiting_batches_++;  // counted as a blocked sample in Info()
+    const bool ok = mu_.AwaitWithDeadline(absl::Condition(&ready), deadline);
+    waiting_batches_--;
+    if (!ok) {
       return absl::DeadlineExceededError(absl::StrCat("sample of ", n, " items from table '", name_,
                                                       "' timed out after ", absl::FormatDuration(timeout),
                                                       " (none taken):\n", limiter_->Explain()));
@@ -339,7 +342,7 @@ TableInfo Table::InfoLocked() const {
   info.limiter = limiter_->state();
   info.limiter_options = limiter_->options();
   info.blocked_inserts = limiter_->blocked_inserts();
-  info.blocked_samples = limiter_->blocked_samples();
+  info.blocked_samples = limiter_->blocked_samples() + waiting_batches_;
   info.sampler = sampler_->Describe();
   info.remover = remover_->Describe();
   info.num_episodes_evicted = evicted_;
@@ -358,14 +361,19 @@ std::string Table::Explain() const {
 
 Table::Snapshot Table::TakeSnapshot() const {
   Snapshot snap;
-  const absl::Time start = absl::Now();
+  absl::Time start;
   {
     absl::MutexLock lock(&mu_);
+    start = absl::Now();  // time the lock is held, not the wait for it
     snap.items.reserve(items_.size());
-    for (const auto& [key, e] : items_) snap.items.push_back(SnapshotItem{key, e.priority, e.times_sampled, e.item});
+    for (const auto& [key, e] : items_) {
+      snap.items.push_back(SnapshotItem{key, e.seq, e.priority, e.times_sampled, e.item});
+    }
     snap.info = InfoLocked();
   }
   snap.lock_held = absl::Now() - start;
+  std::sort(snap.items.begin(), snap.items.end(),
+            [](const SnapshotItem& a, const SnapshotItem& b) { return a.insert_seq < b.insert_seq; });
   return snap;
 }
 

@@ -121,6 +121,7 @@ class Table {
   // as inserted (shared).
   struct SnapshotItem {
     ItemKey key = 0;
+    uint64_t insert_seq = 0;  // snapshot items are in insertion order
     double priority = 0;
     int32_t times_sampled = 0;
     std::shared_ptr<const Item> item;
@@ -166,6 +167,7 @@ class Table {
   std::unique_ptr<ItemSelector> remover_ ABSL_GUARDED_BY(mu_);
   std::unique_ptr<RateLimiter> limiter_ ABSL_GUARDED_BY(mu_);
   struct Entry {
+    uint64_t seq = 0;  // insertion order (restores keep Fifo/Lifo order and heap ties)
     double priority = 0;
     int32_t times_sampled = 0;
     std::shared_ptr<const Item> item;  // immutable after insert
@@ -175,6 +177,8 @@ class Table {
   int64_t evicted_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t deleted_ ABSL_GUARDED_BY(mu_) = 0;
   bool closed_ ABSL_GUARDED_BY(mu_) = false;
+  int waiting_batches_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t next_seq_ ABSL_GUARDED_BY(mu_) = 0;  // all-or-nothing batches waiting for n
 };
 
 }  // namespace flywheel::replay

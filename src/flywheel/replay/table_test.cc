@@ -194,6 +194,17 @@ TEST(ReplayTableTest, CancelWakesOnlyTheCallWithThatFlag) {
   ASSERT_TRUE(t->Insert(MakeItem(1)).ok());  // the table itself stays open
 }
 
+TEST(ReplayTableTest, SnapshotKeepsInsertionOrder) {
+  TableOptions o;
+  o.name = "order";
+  auto t = MakeTable(std::move(o));
+  const std::vector<ItemKey> keys = {907, 3, 55, 1, 400000, 12};
+  for (ItemKey k : keys) ASSERT_TRUE(t->Insert(MakeItem(k)).ok());
+  auto snap = t->TakeSnapshot();
+  ASSERT_EQ(snap.items.size(), keys.size());
+  for (size_t i = 0; i < keys.size(); ++i) EXPECT_EQ(snap.items[i].key, keys[i]);
+}
+
 TEST(ReplayTableTest, FlexibleBatchTakesWhatIsAvailable) {
   TableOptions o;
   o.name = "flex";
