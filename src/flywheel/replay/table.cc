@@ -361,14 +361,24 @@ std::string Table::Explain() const {
 
 Table::Snapshot Table::TakeSnapshot() const {
   Snapshot snap;
+  // Allocate (and page-fault) the snapshot vector before taking the lock for
+  // the copy: at 1M items the faults cost more than the copy itself.
+  size_t expected;
+  {
+    absl::MutexLock lock(&mu_);
+    expected = items_.size();
+  }
+  snap.items.resize(expected + expected / 8 + 16);
   absl::Time start;
   {
     absl::MutexLock lock(&mu_);
     start = absl::Now();  // time the lock is held, not the wait for it
-    snap.items.reserve(items_.size());
+    if (snap.items.size() < items_.size()) snap.items.resize(items_.size());
+    size_t i = 0;
     for (const auto& [key, e] : items_) {
-      snap.items.push_back(SnapshotItem{key, e.seq, e.priority, e.times_sampled, e.item});
+      snap.items[i++] = SnapshotItem{key, e.seq, e.priority, e.times_sampled, e.item};
     }
+    snap.items.resize(i);
     snap.info = InfoLocked();
   }
   snap.lock_held = absl::Now() - start;
