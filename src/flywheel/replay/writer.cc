@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "flywheel/base/rng.h"
@@ -19,8 +20,7 @@ Status WriterOptions::Validate() const {
   return absl::OkStatus();
 }
 
-TrajectoryWriter::TrajectoryWriter(std::map<std::string, Table*> tables, WriterOptions options)
-    : tables_(std::move(tables)), options_(options) {
+StepBuffer::StepBuffer(WriterOptions options) : options_(options) {
   uint64_t seed = 0;
   if (getrandom(&seed, sizeof seed, 0) != static_cast<ssize_t>(sizeof seed)) {
     seed = static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
@@ -28,39 +28,41 @@ TrajectoryWriter::TrajectoryWriter(std::map<std::string, Table*> tables, WriterO
   key_base_ = seed;
 }
 
-ChunkKey TrajectoryWriter::NextChunkKey() { return Mix64(key_base_ ^ Mix64(++key_counter_)); }
+uint64_t StepBuffer::NextKey() { return Mix64(key_base_ ^ Mix64(++key_counter_)); }
 
-Status TrajectoryWriter::Append(const std::vector<StepValue>& step) {
+Status StepBuffer::Append(const std::vector<StepValue>& step) {
   FW_RETURN_IF_ERROR(options_.Validate());
   for (const auto& v : step) {
     if (!v.type.is_fixed_width() || v.data == nullptr) {
       return absl::InvalidArgumentError(absl::StrCat("append: column '", v.column, "' needs a fixed-width value, got ",
                                                      v.type.ToString()));
     }
-    auto [it, inserted] = columns_.try_emplace(v.column);
-    ColumnState& c = it->second;
-    if (inserted || (c.chunks.empty() && c.pending_steps == 0)) {
-      c.type = v.type;
-    } else if (!(c.type == v.type)) {
+    auto it = columns_.find(v.column);
+    if (it == columns_.end()) continue;
+    const ColumnState& c = it->second;
+    if (!(c.type == v.type)) {
       return absl::InvalidArgumentError(absl::StrCat("append: column '", v.column, "' holds ", c.type.ToString(),
                                                      ", got a value of ", v.type.ToString()));
-    }
-    if (c.total_steps != episode_steps_) {
-      return absl::InvalidArgumentError(absl::StrCat("append: column '", v.column, "' skipped steps (has ",
-                                                     c.total_steps, " of ", episode_steps_,
-                                                     "); give every column a value at every step"));
     }
   }
   // Every column of the episode gets a value at every step, so items never
   // pair misaligned steps (regression: a column missing from a step went
   // unnoticed until its next value).
   for (const auto& [name, c] : columns_) {
-    if (c.total_steps == 0) continue;
     const bool present = std::any_of(step.begin(), step.end(), [&](const StepValue& v) { return v.column == name; });
     if (!present) {
       return absl::InvalidArgumentError(absl::StrCat("append: step ", episode_steps_, " has no value for column '",
                                                      name, "'; give every column a value at every step"));
     }
+  }
+  for (const auto& v : step) {
+    auto [it, inserted] = columns_.try_emplace(v.column);
+    if (inserted && episode_steps_ > 0) {
+      columns_.erase(it);
+      return absl::InvalidArgumentError(absl::StrCat("append: column '", v.column, "' is new at step ", episode_steps_,
+                                                     "; an episode's columns are fixed by its first step"));
+    }
+    if (inserted) it->second.type = v.type;
   }
   for (const auto& v : step) {
     ColumnState& c = columns_[v.column];
@@ -73,10 +75,10 @@ Status TrajectoryWriter::Append(const std::vector<StepValue>& step) {
   return absl::OkStatus();
 }
 
-Status TrajectoryWriter::FlushColumn(const std::string& name, ColumnState& c) {
+Status StepBuffer::FlushColumn(const std::string& name, ColumnState& c) {
   if (c.pending_steps == 0) return absl::OkStatus();
   FW_ASSIGN_OR_RETURN_CTX(ChunkRef chunk,
-                          Chunk::Make(NextChunkKey(), c.type, c.pending_steps, c.pending.data(), options_.codec),
+                          Chunk::Make(NextKey(), c.type, c.pending_steps, c.pending.data(), options_.codec),
                           "column '", name, "'");
   c.chunks.push_back(std::move(chunk));
   c.pending.clear();
@@ -84,20 +86,16 @@ Status TrajectoryWriter::FlushColumn(const std::string& name, ColumnState& c) {
   // Forget chunks that lie entirely beyond max_history.
   while (c.chunks.size() > 1 && c.total_steps - (c.first_step + c.chunks.front()->num_steps()) >= options_.max_history) {
     c.first_step += c.chunks.front()->num_steps();
+    dropped_.push_back(c.chunks.front()->key());
     c.chunks.pop_front();
   }
   return absl::OkStatus();
 }
 
-Result<ItemKey> TrajectoryWriter::CreateItem(const std::string& table, double priority,
-                                             const std::vector<std::pair<std::string, int64_t>>& trajectory,
-                                             absl::Duration timeout) {
-  auto t = tables_.find(table);
-  if (t == tables_.end()) return absl::NotFoundError(absl::StrCat("create_item: no table '", table, "'"));
+Result<std::vector<TrajectoryColumn>> StepBuffer::Slice(
+    const std::vector<std::pair<std::string, int64_t>>& trajectory) {
   if (trajectory.empty()) return absl::InvalidArgumentError("create_item: empty trajectory");
-  Item item;
-  item.key = NextChunkKey();
-  item.priority = priority;
+  std::vector<TrajectoryColumn> out;
   for (const auto& [name, num_steps] : trajectory) {
     auto it = columns_.find(name);
     if (it == columns_.end()) {
@@ -126,17 +124,39 @@ Result<ItemKey> TrajectoryWriter::CreateItem(const std::string& table, double pr
       chunk_start = chunk_end;
     }
     col.length = num_steps;
-    item.columns.push_back(std::move(col));
+    out.push_back(std::move(col));
   }
+  return out;
+}
+
+std::vector<ChunkKey> StepBuffer::EndEpisode() {
+  std::vector<ChunkKey> keys = TakeDropped();
+  for (const auto& [name, c] : columns_) {
+    for (const auto& chunk : c.chunks) keys.push_back(chunk->key());
+  }
+  columns_.clear();
+  episode_steps_ = 0;
+  return keys;
+}
+
+std::vector<ChunkKey> StepBuffer::TakeDropped() { return std::exchange(dropped_, {}); }
+
+TrajectoryWriter::TrajectoryWriter(std::map<std::string, Table*> tables, WriterOptions options)
+    : tables_(std::move(tables)), steps_(options) {}
+
+Result<ItemKey> TrajectoryWriter::CreateItem(const std::string& table, double priority,
+                                             const std::vector<std::pair<std::string, int64_t>>& trajectory,
+                                             absl::Duration timeout) {
+  auto t = tables_.find(table);
+  if (t == tables_.end()) return absl::NotFoundError(absl::StrCat("create_item: no table '", table, "'"));
+  Item item;
+  FW_ASSIGN_OR_RETURN(item.columns, steps_.Slice(trajectory));
+  (void)steps_.TakeDropped();  // in process, dropped chunks need no notice
+  item.key = steps_.NextKey();
+  item.priority = priority;
   const ItemKey key = item.key;
   FW_RETURN_IF_ERROR(t->second->Insert(std::move(item), timeout));
   return key;
-}
-
-Status TrajectoryWriter::EndEpisode() {
-  columns_.clear();
-  episode_steps_ = 0;
-  return absl::OkStatus();
 }
 
 }  // namespace flywheel::replay

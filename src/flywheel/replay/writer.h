@@ -45,22 +45,27 @@ struct StepValue {
   const void* data = nullptr;
 };
 
-class TrajectoryWriter {
+// The step-to-chunk logic every writer shares (this in-process writer and
+// the remote one): buffers steps per column, turns every `chunk_length`
+// steps into a chunk, and slices the last k steps of a column into a
+// TrajectoryColumn over those chunks.
+//
+// Thread-safety: not thread-safe.
+class StepBuffer {
  public:
-  // `tables` are looked up by name in CreateItem; they must outlive the writer.
-  TrajectoryWriter(std::map<std::string, Table*> tables, WriterOptions options = {});
+  explicit StepBuffer(WriterOptions options);
 
-  // Appends one step. A column keeps the type of its first value.
+  // One step: every column of the episode gets exactly one value.
   Status Append(const std::vector<StepValue>& step);
-  // Inserts an item into `table` made of the last `num_steps` steps of each
-  // listed column (column -> num_steps). Blocks on the table's rate limiter
-  // up to `timeout`. Returns the new item's key.
-  Result<ItemKey> CreateItem(const std::string& table, double priority,
-                             const std::vector<std::pair<std::string, int64_t>>& trajectory,
-                             absl::Duration timeout = absl::InfiniteDuration());
-  // Chunks pending steps and forgets the episode's history.
-  Status EndEpisode();
-
+  // Chunks pending steps of the listed columns and returns, for each,
+  // its last `num_steps` steps.
+  Result<std::vector<TrajectoryColumn>> Slice(const std::vector<std::pair<std::string, int64_t>>& trajectory);
+  // Forgets the episode; returns the keys of the chunks it held.
+  std::vector<ChunkKey> EndEpisode();
+  // Keys of chunks that fell out of max_history since the last call.
+  std::vector<ChunkKey> TakeDropped();
+  // A fresh key for a chunk or an item (random base, counter).
+  uint64_t NextKey();
   int64_t episode_steps() const { return episode_steps_; }
 
  private:
@@ -73,14 +78,39 @@ class TrajectoryWriter {
     int64_t total_steps = 0;        // steps appended this episode
   };
   Status FlushColumn(const std::string& name, ColumnState& c);
-  ChunkKey NextChunkKey();
 
-  std::map<std::string, Table*> tables_;
   WriterOptions options_;
   std::map<std::string, ColumnState> columns_;
+  std::vector<ChunkKey> dropped_;
   int64_t episode_steps_ = 0;
   uint64_t key_base_;
   uint64_t key_counter_ = 0;
+};
+
+class TrajectoryWriter {
+ public:
+  // `tables` are looked up by name in CreateItem; they must outlive the writer.
+  TrajectoryWriter(std::map<std::string, Table*> tables, WriterOptions options = {});
+
+  // Appends one step. A column keeps the type of its first value.
+  Status Append(const std::vector<StepValue>& step) { return steps_.Append(step); }
+  // Inserts an item into `table` made of the last `num_steps` steps of each
+  // listed column (column -> num_steps). Blocks on the table's rate limiter
+  // up to `timeout`. Returns the new item's key.
+  Result<ItemKey> CreateItem(const std::string& table, double priority,
+                             const std::vector<std::pair<std::string, int64_t>>& trajectory,
+                             absl::Duration timeout = absl::InfiniteDuration());
+  // Chunks pending steps and forgets the episode's history.
+  Status EndEpisode() {
+    steps_.EndEpisode();
+    return absl::OkStatus();
+  }
+
+  int64_t episode_steps() const { return steps_.episode_steps(); }
+
+ private:
+  std::map<std::string, Table*> tables_;
+  StepBuffer steps_;
 };
 
 }  // namespace flywheel::replay

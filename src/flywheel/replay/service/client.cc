@@ -25,14 +25,6 @@ int64_t TimeoutToMs(absl::Duration timeout) {
   return std::max<int64_t>(1, absl::ToInt64Milliseconds(timeout));
 }
 
-uint64_t RandomSeed() {
-  uint64_t seed = 0;
-  if (getrandom(&seed, sizeof seed, 0) != static_cast<ssize_t>(sizeof seed)) {
-    seed = static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
-  }
-  return seed;
-}
-
 }  // namespace
 
 Status RemoteWriterOptions::Validate() const {
@@ -46,7 +38,7 @@ Status RemoteWriterOptions::Validate() const {
 // ---------------------------------------------------------------- RemoteWriter
 
 RemoteWriter::RemoteWriter(std::shared_ptr<grpc::Channel> channel, RemoteWriterOptions options)
-    : options_(options), ctx_(std::make_unique<grpc::ClientContext>()), key_base_(RandomSeed()) {
+    : options_(options), ctx_(std::make_unique<grpc::ClientContext>()), steps_(options.writer) {
   auto stub = proto::ReplayService::NewStub(channel);
   stream_ = stub->InsertStream(ctx_.get());
   reader_ = std::thread([this] { ReadAcks(); });
@@ -86,56 +78,7 @@ Status RemoteWriter::TakeError() {
   return s;
 }
 
-ChunkKey RemoteWriter::NextKey() { return Mix64(key_base_ ^ Mix64(++key_counter_)); }
-
-Status RemoteWriter::Append(const std::vector<StepValue>& step) {
-  FW_RETURN_IF_ERROR(options_.Validate());
-  for (const auto& v : step) {
-    if (!v.type.is_fixed_width() || v.data == nullptr) {
-      return absl::InvalidArgumentError(absl::StrCat("append: column '", v.column, "' needs a fixed-width value, got ",
-                                                     v.type.ToString()));
-    }
-    auto [it, inserted] = columns_.try_emplace(v.column);
-    ColumnState& c = it->second;
-    if (inserted || (c.chunks.empty() && c.pending_steps == 0)) {
-      c.type = v.type;
-    } else if (!(c.type == v.type)) {
-      return absl::InvalidArgumentError(absl::StrCat("append: column '", v.column, "' holds ", c.type.ToString(),
-                                                     ", got a value of ", v.type.ToString()));
-    }
-    if (c.total_steps != episode_steps_) {
-      return absl::InvalidArgumentError(absl::StrCat("append: column '", v.column, "' skipped steps (has ",
-                                                     c.total_steps, " of ", episode_steps_,
-                                                     "); give every column a value at every step"));
-    }
-  }
-  for (const auto& v : step) {
-    ColumnState& c = columns_[v.column];
-    c.pending.append(static_cast<const char*>(v.data), v.type.fixed_width());
-    c.pending_steps++;
-    c.total_steps++;
-    if (c.pending_steps >= options_.writer.chunk_length) FW_RETURN_IF_ERROR(FlushColumn(v.column, c));
-  }
-  episode_steps_++;
-  return absl::OkStatus();
-}
-
-Status RemoteWriter::FlushColumn(const std::string& name, ColumnState& c) {
-  if (c.pending_steps == 0) return absl::OkStatus();
-  FW_ASSIGN_OR_RETURN_CTX(ChunkRef chunk,
-                          Chunk::Make(NextKey(), c.type, c.pending_steps, c.pending.data(), options_.writer.codec),
-                          "column '", name, "'");
-  c.chunks.push_back(std::move(chunk));
-  c.pending.clear();
-  c.pending_steps = 0;
-  while (c.chunks.size() > 1 &&
-         c.total_steps - (c.first_step + c.chunks.front()->num_steps()) >= options_.writer.max_history) {
-    c.first_step += c.chunks.front()->num_steps();
-    if (sent_.erase(c.chunks.front()->key())) release_.push_back(c.chunks.front()->key());
-    c.chunks.pop_front();
-  }
-  return absl::OkStatus();
-}
+Status RemoteWriter::Append(const std::vector<StepValue>& step) { return steps_.Append(step); }
 
 Result<ItemKey> RemoteWriter::CreateItem(const std::string& table, double priority,
                                          const std::vector<std::pair<std::string, int64_t>>& trajectory,
@@ -169,40 +112,21 @@ Result<ItemKey> RemoteWriter::CreateItem(const std::string& table, double priori
   std::vector<const Chunk*> to_send;
   proto::Item* item = req.add_items();
   item->set_table(table);
-  item->set_key(NextKey());
+  item->set_key(steps_.NextKey());
   item->set_priority(priority);
-  for (const auto& [name, num_steps] : trajectory) {
-    auto it = columns_.find(name);
-    if (it == columns_.end()) {
-      return absl::NotFoundError(absl::StrCat("create_item: no column '", name, "' has been appended"));
-    }
-    ColumnState& c = it->second;
-    if (num_steps < 1 || num_steps > c.total_steps) {
-      return absl::InvalidArgumentError(absl::StrCat("create_item: column '", name, "' has ", c.total_steps,
-                                                     " steps this episode; cannot take the last ", num_steps));
-    }
-    FW_RETURN_IF_ERROR(FlushColumn(name, c));
-    const int64_t start = c.total_steps - num_steps;
-    if (start < c.first_step) {
-      return absl::OutOfRangeError(absl::StrCat("create_item: column '", name, "' step ", start,
-                                                " was already dropped (max_history ", options_.writer.max_history,
-                                                ")"));
-    }
+  FW_ASSIGN_OR_RETURN(std::vector<TrajectoryColumn> columns, steps_.Slice(trajectory));
+  for (ChunkKey k : steps_.TakeDropped()) {
+    if (sent_.erase(k)) release_.push_back(k);
+  }
+  for (const TrajectoryColumn& tc : columns) {
     proto::Column* col = item->add_columns();
-    col->set_name(name);
-    int64_t chunk_start = c.first_step;
-    bool first = true;
-    for (const auto& chunk : c.chunks) {
-      const int64_t chunk_end = chunk_start + chunk->num_steps();
-      if (chunk_end > start) {
-        if (first) col->set_offset(start - chunk_start);
-        first = false;
-        col->add_chunk_keys(chunk->key());
-        if (!sent_.contains(chunk->key())) to_send.push_back(chunk.get());
-      }
-      chunk_start = chunk_end;
+    col->set_name(tc.name);
+    col->set_offset(tc.offset);
+    col->set_length(tc.length);
+    for (const auto& chunk : tc.chunks) {
+      col->add_chunk_keys(chunk->key());
+      if (!sent_.contains(chunk->key())) to_send.push_back(chunk.get());
     }
-    col->set_length(num_steps);
   }
   req.set_timeout_ms(TimeoutToMs(timeout));
   for (ChunkKey k : release_) req.add_release_chunk_keys(k);
@@ -228,13 +152,9 @@ Result<ItemKey> RemoteWriter::CreateItem(const std::string& table, double priori
 }
 
 Status RemoteWriter::EndEpisode() {
-  for (const auto& [name, c] : columns_) {
-    for (const auto& chunk : c.chunks) {
-      if (sent_.erase(chunk->key())) release_.push_back(chunk->key());
-    }
+  for (ChunkKey k : steps_.EndEpisode()) {
+    if (sent_.erase(k)) release_.push_back(k);
   }
-  columns_.clear();
-  episode_steps_ = 0;
   return absl::OkStatus();
 }
 

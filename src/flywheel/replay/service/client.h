@@ -86,21 +86,11 @@ class RemoteWriter {
   // Flushes and ends the stream. Idempotent.
   Status Close();
 
-  int64_t episode_steps() const { return episode_steps_; }
+  int64_t episode_steps() const { return steps_.episode_steps(); }
 
  private:
   friend class Client;
   RemoteWriter(std::shared_ptr<grpc::Channel> channel, RemoteWriterOptions options);
-  struct ColumnState {
-    format::DataType type;
-    std::string pending;
-    int64_t pending_steps = 0;
-    std::deque<ChunkRef> chunks;
-    int64_t first_step = 0;
-    int64_t total_steps = 0;
-  };
-  Status FlushColumn(const std::string& name, ColumnState& c);
-  ChunkKey NextKey();
   void ReadAcks();
   Status Finish();
   Status TakeError() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -112,10 +102,7 @@ class RemoteWriter {
   bool finished_ = false;
   Status final_status_;
 
-  std::map<std::string, ColumnState> columns_;
-  int64_t episode_steps_ = 0;
-  uint64_t key_base_ = 0;
-  uint64_t key_counter_ = 0;
+  StepBuffer steps_;
   absl::flat_hash_set<ChunkKey> sent_;       // chunks the server holds for us
   std::vector<ChunkKey> release_;            // to release with the next message
 

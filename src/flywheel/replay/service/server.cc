@@ -150,6 +150,10 @@ class Server::Impl final : public proto::ReplayService::Service {
         auto [it, inserted] = cache.insert_or_assign((*chunk)->key(), *std::move(chunk));
         if (inserted) cached_insert_chunks_++;
       }
+      // Releases name chunks of earlier items only (the writer never releases a
+      // chunk a later item uses), so apply them before acknowledging this
+      // message's items: a client that saw the ack sees the release too.
+      for (ChunkKey k : req.release_chunk_keys()) cached_insert_chunks_ -= static_cast<int64_t>(cache.erase(k));
       const absl::Duration timeout = TimeoutFromMs(req.timeout_ms());
       for (const auto& pi : req.items()) {
         const Status s = InsertOne(ctx, cache, pi, timeout);
@@ -164,7 +168,6 @@ class Server::Impl final : public proto::ReplayService::Service {
         resp.set_message(std::string(s.message()));
         if (!stream->Write(resp)) return grpc::Status(grpc::StatusCode::CANCELLED, "client went away");
       }
-      for (ChunkKey k : req.release_chunk_keys()) cached_insert_chunks_ -= static_cast<int64_t>(cache.erase(k));
     }
     return grpc::Status::OK;
   }
