@@ -37,6 +37,7 @@
 #include "flywheel/format/column.h"
 #include "flywheel/io/file_system.h"
 #include "flywheel/table/table.h"
+#include "temp_table_test.h"
 
 namespace flywheel::table {
 namespace {
@@ -285,18 +286,7 @@ int Collect(Child& c, Clock::time_point deadline, std::vector<Report>* out) {
   return status;
 }
 
-class TableConcurrencyTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    char tmpl[] = "/tmp/fw_table_conc.XXXXXX";
-    ASSERT_NE(mkdtemp(tmpl), nullptr);
-    dir_ = tmpl;
-    uri_ = dir_ + "/t";
-  }
-  void TearDown() override { std::system(("rm -rf '" + dir_ + "'").c_str()); }
-
-  std::string dir_, uri_;
-};
+class TableConcurrencyTest : public TempTableTest {};
 
 // ---------------------------------------------------------------- (a)
 

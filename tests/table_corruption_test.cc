@@ -27,6 +27,7 @@
 #include "flywheel/format/column.h"
 #include "flywheel/io/file_system.h"
 #include "flywheel/table/table.h"
+#include "temp_table_test.h"
 
 namespace flywheel::table {
 namespace {
@@ -117,13 +118,10 @@ int RunIsolated(const std::function<int()>& fn) {
 
 // Versions: 1 create, 2 append ids 0..19, 3 append 20..39, 4 delete ids 3, 5
 // and 25 (one deletion vector per fragment). Tag "before-delete" = 3.
-class TableCorruptionTest : public ::testing::Test {
+class TableCorruptionTest : public TempTableTest {
  protected:
   void SetUp() override {
-    char tmpl[] = "/tmp/fw_table_corrupt.XXXXXX";
-    ASSERT_NE(mkdtemp(tmpl), nullptr);
-    dir_ = tmpl;
-    uri_ = dir_ + "/t";
+    TempTableTest::SetUp();
     auto t = Table::Create(uri_, TestSchema(), Options());
     ASSERT_TRUE(t.ok()) << t.status();
     ASSERT_TRUE((*t)->Append(Rows(0, 20)).ok());
@@ -145,7 +143,6 @@ class TableCorruptionTest : public ::testing::Test {
     ASSERT_TRUE(ids.ok()) << ids.status();
     ASSERT_EQ(*ids, live_);
   }
-  void TearDown() override { std::system(("rm -rf '" + dir_ + "'").c_str()); }
 
   // Opening version 4 (explicitly and as the latest) must fail naming the
   // manifest; `what` describes the damage.
@@ -181,7 +178,6 @@ class TableCorruptionTest : public ::testing::Test {
     EXPECT_EQ(*ids, live_);
   }
 
-  std::string dir_, uri_;
   std::string manifest_path_, dv_path_, data_path_;
   std::vector<int64_t> live_;
 };

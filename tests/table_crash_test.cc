@@ -40,6 +40,7 @@
 #include "flywheel/format/column.h"
 #include "flywheel/io/file_system.h"
 #include "flywheel/table/table.h"
+#include "temp_table_test.h"
 
 namespace flywheel::table {
 namespace {
@@ -230,18 +231,7 @@ void ListTree(const std::string& dir, const std::string& rel, std::vector<std::s
   ::closedir(d);
 }
 
-class TableCrashTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    char tmpl[] = "/tmp/fw_table_crash.XXXXXX";
-    ASSERT_NE(mkdtemp(tmpl), nullptr);
-    dir_ = tmpl;
-    uri_ = dir_ + "/t";
-  }
-  void TearDown() override { std::system(("rm -rf '" + dir_ + "'").c_str()); }
-
-  std::string dir_, uri_;
-};
+class TableCrashTest : public TempTableTest {};
 
 TEST_F(TableCrashTest, KilledAppenderLeavesExactlyTheCommittedAppends) {
   uint64_t seed = std::random_device{}();
