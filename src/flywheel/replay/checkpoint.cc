@@ -554,16 +554,9 @@ Result<CheckpointResult> Checkpoint(const std::vector<Table*>& tables, const std
   }
   std::vector<std::optional<std::string>> signatures(tables.size());
   for (size_t i = 0; i < tables.size(); ++i) {
-    auto it = options.signatures.find(tables[i]->name());
-    if (it == options.signatures.end()) continue;
-    FW_ASSIGN_OR_RETURN_CTX(signatures[i], SignatureToJson(it->second), "checkpoint: table '",
-                            tables[i]->name(), "'");
-  }
-  for (const auto& [name, sig] : options.signatures) {
-    if (!names.contains(name)) {
-      return absl::InvalidArgumentError(absl::StrCat("checkpoint: a signature is given for table '",
-                                                     name, "', which is not checkpointed"));
-    }
+    if (!tables[i]->signature().has_value()) continue;
+    FW_ASSIGN_OR_RETURN_CTX(signatures[i], SignatureToJson(*tables[i]->signature()),
+                            "checkpoint: table '", tables[i]->name(), "'");
   }
 
   // 1. Snapshots, all before any IO so they are as close in time as possible.

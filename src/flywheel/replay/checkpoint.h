@@ -50,11 +50,6 @@ struct CheckpointOptions {
   // is one commit of that table. Both >= 1.
   int64_t max_batch_bytes = int64_t{64} << 20;
   int64_t max_batch_rows = int64_t{1} << 16;
-  // The signature each table was created with, by table name. Table does not
-  // expose its signature, so the caller passes it; a table not named here is
-  // recorded (and restored) without a signature.
-  std::map<std::string, Signature> signatures;
-
   Status Validate() const;
 };
 

@@ -86,6 +86,8 @@ class Table {
   ~Table();
 
   const std::string& name() const { return name_; }
+  // The signature inserts are checked against (nullopt: none).
+  const std::optional<Signature>& signature() const { return signature_; }
 
   // Inserts an item, waiting for the rate limiter. AlreadyExists for a key
   // already present; InvalidArgument when the trajectory does not match the

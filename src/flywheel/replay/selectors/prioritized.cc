@@ -18,6 +18,7 @@
 // is within about log2(capacity) ulps-relative of the exact sum no matter how
 // many updates came before.
 
+#include <charconv>
 #include <cmath>
 #include <cstdint>
 #include <memory>
@@ -42,12 +43,20 @@ using internal_selectors::KeyNotFoundError;
 // tables).
 constexpr size_t kMinShrinkCapacity = 64;
 
+// The shortest decimal text that reads back as exactly `v`, so Describe()
+// (and checkpoints, which store it) keep the exponent bit for bit.
+std::string ShortestRoundTrip(double v) {
+  char buf[32];
+  const auto r = std::to_chars(buf, buf + sizeof(buf), v);
+  return std::string(buf, r.ptr);
+}
+
 class PrioritizedSelector final : public ItemSelector {
  public:
   PrioritizedSelector(double priority_exponent, uint64_t seed)
       : exponent_(priority_exponent),
         exponent_ok_(std::isfinite(priority_exponent) && priority_exponent >= 0),
-        name_(absl::StrCat("Prioritized(priority_exponent=", priority_exponent, ")")),
+        name_(absl::StrCat("Prioritized(priority_exponent=", ShortestRoundTrip(priority_exponent), ")")),
         rng_(seed) {}
 
   Status Insert(ItemKey key, double priority) override {

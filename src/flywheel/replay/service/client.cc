@@ -212,6 +212,11 @@ Status RemoteSampler::Broken() {
 
 Result<std::vector<SampledItem>> RemoteSampler::Sample(const std::string& table, int64_t n, absl::Duration timeout,
                                                        bool flexible) {
+  FW_RETURN_IF_ERROR(Send(table, n, timeout, flexible));
+  return Receive();
+}
+
+Status RemoteSampler::Send(const std::string& table, int64_t n, absl::Duration timeout, bool flexible) {
   if (!broken_.ok()) return broken_;
   proto::SampleStreamRequest req;
   req.set_table(table);
@@ -221,7 +226,11 @@ Result<std::vector<SampledItem>> RemoteSampler::Sample(const std::string& table,
   if (first_) req.set_chunk_cache_capacity(capacity_);
   first_ = false;
   if (!stream_->Write(req)) return Broken();
+  return absl::OkStatus();
+}
 
+Result<std::vector<SampledItem>> RemoteSampler::Receive() {
+  if (!broken_.ok()) return broken_;
   std::vector<SampledItem> out;
   Status error;
   proto::SampleStreamResponse resp;
@@ -356,6 +365,22 @@ Status Client::Close(const std::string& table) {
   proto::CloseResponse resp;
   grpc::ClientContext ctx;
   return FromGrpc(proto::ReplayService::NewStub(channel_)->Close(&ctx, req, &resp));
+}
+
+Result<RemoteCheckpoint> Client::Checkpoint() {
+  proto::CheckpointResponse resp;
+  grpc::ClientContext ctx;
+  FW_RETURN_IF_ERROR(
+      FromGrpc(proto::ReplayService::NewStub(channel_)->Checkpoint(&ctx, proto::CheckpointRequest(), &resp)));
+  RemoteCheckpoint c;
+  c.id = resp.id();
+  c.path = resp.path();
+  c.max_pause = absl::Microseconds(resp.max_pause_us());
+  c.num_items = resp.num_items();
+  c.num_chunks = resp.num_chunks();
+  c.chunk_bytes = resp.chunk_bytes();
+  c.duration = absl::Microseconds(resp.duration_us());
+  return c;
 }
 
 }  // namespace flywheel::replay

@@ -57,6 +57,17 @@ struct RemoteWriterOptions {
   Status Validate() const;
 };
 
+// A checkpoint the server wrote (the Checkpoint call).
+struct RemoteCheckpoint {
+  int64_t id = 0;
+  std::string path;  // on the server's machine
+  absl::Duration max_pause;
+  int64_t num_items = 0;
+  int64_t num_chunks = 0;
+  int64_t chunk_bytes = 0;
+  absl::Duration duration;
+};
+
 // Server-side state of one table.
 struct RemoteTableInfo {
   TableInfo info;
@@ -126,8 +137,13 @@ class RemoteSampler {
 
  private:
   friend class Client;
+  friend class ShardedSampler;
   RemoteSampler(std::shared_ptr<grpc::Channel> channel, int64_t chunk_cache_capacity);
   Status Broken();
+  // Sample() in two halves, so one caller can have requests out on several
+  // streams at once: Send the request, then Receive the batch.
+  Status Send(const std::string& table, int64_t n, absl::Duration timeout, bool flexible);
+  Result<std::vector<SampledItem>> Receive();
 
   int64_t capacity_;
   bool first_ = true;
@@ -159,6 +175,9 @@ class Client {
   Result<std::vector<RemoteTableInfo>> Info(absl::Duration timeout = absl::Seconds(30));
   Status Reset(const std::string& table);
   Status Close(const std::string& table);
+  // Asks the server to write a checkpoint now; FailedPrecondition when it
+  // has no checkpoint directory.
+  Result<RemoteCheckpoint> Checkpoint();
 
  private:
   std::shared_ptr<grpc::Channel> channel_;

@@ -3,13 +3,16 @@
 #include <algorithm>
 #include <atomic>
 #include <deque>
+#include <thread>
 #include <utility>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/match.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "flywheel/base/logging.h"
 #include "flywheel/replay/service/wire.h"
 #include "grpcpp/grpcpp.h"
 #include "replay.grpc.pb.h"
@@ -34,6 +37,32 @@ bool IsLoopback(const std::string& address) {
 inline const Status& StatusOf(const Status& s) { return s; }
 template <typename T>
 const Status& StatusOf(const Result<T>& r) { return r.status(); }
+
+// What differs between a configured table and the restored one that replaces
+// it ("" when nothing does).
+std::string ConfigDifferences(const Table& configured, const Table& restored) {
+  const TableInfo a = configured.Info();
+  const TableInfo b = restored.Info();
+  std::vector<std::string> diffs;
+  auto add = [&](const char* what, const auto& x, const auto& y) {
+    if (!(x == y)) diffs.push_back(absl::StrCat(what, " ", x, " (configured) vs ", y, " (checkpoint)"));
+  };
+  add("sampler", a.sampler, b.sampler);
+  add("remover", a.remover, b.remover);
+  add("max_size", a.max_size, b.max_size);
+  add("max_times_sampled", a.max_times_sampled, b.max_times_sampled);
+  add("samples_per_insert", a.limiter_options.samples_per_insert, b.limiter_options.samples_per_insert);
+  add("min_size_to_sample", a.limiter_options.min_size_to_sample, b.limiter_options.min_size_to_sample);
+  add("min_diff", a.limiter_options.min_diff, b.limiter_options.min_diff);
+  add("max_diff", a.limiter_options.max_diff, b.limiter_options.max_diff);
+  auto sig = [](const Table& t) -> std::string {
+    if (!t.signature()) return "none";
+    auto j = SignatureToJson(*t.signature());
+    return j.ok() ? *j : std::string(j.status().message());
+  };
+  add("signature", sig(configured), sig(restored));
+  return absl::StrJoin(diffs, "; ");
+}
 
 absl::Duration TimeoutFromMs(int64_t ms) { return ms > 0 ? absl::Milliseconds(ms) : absl::InfiniteDuration(); }
 
@@ -63,6 +92,18 @@ Status ServerOptions::Validate() const {
     return absl::InvalidArgumentError(
         absl::StrCat("max_message_bytes ", max_message_bytes, " must be in [1, 2^31-1]"));
   }
+  if (checkpoint_keep_last < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("checkpoint_keep_last ", checkpoint_keep_last, " must be >= 0"));
+  }
+  if (checkpoint_interval < absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(absl::StrCat("checkpoint_interval ",
+                                                   absl::FormatDuration(checkpoint_interval),
+                                                   " must be >= 0"));
+  }
+  if (checkpoint_interval > absl::ZeroDuration() && checkpoint_dir.empty()) {
+    return absl::InvalidArgumentError("checkpoint_interval is set but checkpoint_dir is empty");
+  }
   absl::flat_hash_set<std::string> names;
   for (const auto& t : tables) {
     if (t == nullptr) return absl::InvalidArgumentError("tables: null table");
@@ -75,11 +116,48 @@ Status ServerOptions::Validate() const {
 
 class Server::Impl final : public proto::ReplayService::Service {
  public:
-  explicit Impl(ServerOptions options) : options_(std::move(options)) {
-    for (const auto& t : options_.tables) tables_[t->name()] = t;
+  explicit Impl(ServerOptions options) : options_(std::move(options)) {}
+
+  // The tables to serve: the configured ones, replaced or joined by those of
+  // the newest checkpoint when restoring.
+  Status PrepareTables() {
+    served_ = options_.tables;
+    if (!options_.checkpoint_dir.empty() && options_.restore) {
+      RestoreOptions ro;
+      ro.seed = options_.restore_seed;
+      auto r = Restore(options_.checkpoint_dir, kLatestCheckpoint, ro);
+      if (!r.ok() && !absl::IsNotFound(r.status())) {
+        return Annotate(r.status(), absl::StrCat("replay server: restoring the latest checkpoint in ",
+                                                 options_.checkpoint_dir));
+      }
+      if (r.ok()) {
+        restored_id_ = r->id;
+        for (auto& t : r->tables) {
+          std::shared_ptr<Table> table(std::move(t));
+          auto it = std::find_if(served_.begin(), served_.end(),
+                                 [&](const auto& c) { return c->name() == table->name(); });
+          if (it == served_.end()) {
+            FW_LOG(WARNING) << "replay server: table '" << table->name() << "' of checkpoint " << r->id
+                            << " is not configured; serving it as checkpointed";
+            served_.push_back(std::move(table));
+            continue;
+          }
+          const std::string diff = ConfigDifferences(**it, *table);
+          if (!diff.empty()) {
+            FW_LOG(WARNING) << "replay server: table '" << table->name() << "' keeps the options of checkpoint "
+                            << r->id << ", not the configuration's: " << diff;
+          }
+          *it = std::move(table);
+        }
+        FW_LOG(INFO) << "replay server: restored checkpoint " << r->id << " from " << options_.checkpoint_dir;
+      }
+    }
+    for (const auto& t : served_) tables_[t->name()] = t;
+    return absl::OkStatus();
   }
 
   Status Start() {
+    FW_RETURN_IF_ERROR(PrepareTables());
     grpc::ServerBuilder builder;
     builder.AddListeningPort(options_.address, grpc::InsecureServerCredentials(), &port_);
     builder.SetMaxReceiveMessageSize(static_cast<int>(options_.max_message_bytes));
@@ -95,10 +173,18 @@ class Server::Impl final : public proto::ReplayService::Service {
     } else {
       address_ = absl::StrCat(options_.address.substr(0, options_.address.rfind(':')), ":", port_);
     }
+    if (options_.checkpoint_interval > absl::ZeroDuration()) {
+      periodic_ = std::thread([this] { PeriodicCheckpoints(); });
+    }
     return absl::OkStatus();
   }
 
   void Stop() {
+    {
+      absl::MutexLock l(&stop_mu_);
+      stopping_ = true;
+    }
+    if (periodic_.joinable()) periodic_.join();
     if (server_ == nullptr) return;
     server_->Shutdown(std::chrono::system_clock::now() + std::chrono::milliseconds(500));
     server_->Wait();
@@ -119,7 +205,30 @@ class Server::Impl final : public proto::ReplayService::Service {
     s.open_insert_streams = open_insert_streams_.load();
     s.open_sample_streams = open_sample_streams_.load();
     s.cached_insert_chunks = cached_insert_chunks_.load();
+    s.checkpoints = checkpoints_.load();
+    s.checkpoint_failures = checkpoint_failures_.load();
     return s;
+  }
+
+  const std::vector<std::shared_ptr<Table>>& served() const { return served_; }
+  int64_t restored_id() const { return restored_id_; }
+
+  Result<CheckpointResult> WriteCheckpoint() {
+    if (options_.checkpoint_dir.empty()) {
+      return absl::FailedPreconditionError("this replay server has no checkpoint directory (checkpoint_dir)");
+    }
+    absl::MutexLock l(&checkpoint_mu_);
+    std::vector<Table*> tables;
+    for (const auto& t : served_) tables.push_back(t.get());
+    CheckpointOptions co;
+    co.keep_last = options_.checkpoint_keep_last;
+    auto r = ::flywheel::replay::Checkpoint(tables, options_.checkpoint_dir, co);
+    if (r.ok()) {
+      checkpoints_++;
+    } else {
+      checkpoint_failures_++;
+    }
+    return r;
   }
 
   // ---- InsertStream: docs/protocol/replay.md#insertstream ----
@@ -241,30 +350,16 @@ class Server::Impl final : public proto::ReplayService::Service {
         continue;
       }
       const absl::Duration timeout = TimeoutFromMs(req.timeout_ms());
+      // Flexible: what may proceed once the first item can. Otherwise all or
+      // nothing (Table::SampleBatch): a batch that times out took no items,
+      // however many slices it waited through.
+      auto batch = WaitInSlices<Result<std::vector<SampledItem>>>(
+          ctx, timeout, [&](absl::Duration slice) { return table->SampleBatch(n, req.flexible(), slice); });
       bool ok = true;
-      if (req.flexible()) {
-        auto batch = WaitInSlices<Result<std::vector<SampledItem>>>(
-            ctx, timeout, [&](absl::Duration slice) { return table->SampleBatch(n, true, slice); });
-        if (!batch.ok()) {
-          ok = fail(batch.status());
-        } else {
-          for (size_t i = 0; i < batch->size() && ok; ++i) ok = send((*batch)[i], i + 1 == batch->size());
-        }
+      if (!batch.ok()) {
+        ok = fail(batch.status());
       } else {
-        // One at a time, so a slice timing out never drops sampled items.
-        const absl::Time deadline =
-            timeout == absl::InfiniteDuration() ? absl::InfiniteFuture() : absl::Now() + timeout;
-        for (int64_t i = 0; i < n && ok; ++i) {
-          const absl::Duration left =
-              deadline == absl::InfiniteFuture() ? absl::InfiniteDuration() : deadline - absl::Now();
-          auto s = WaitInSlices<Result<SampledItem>>(
-              ctx, std::max(left, absl::ZeroDuration()), [&](absl::Duration slice) { return table->Sample(slice); });
-          if (!s.ok()) {
-            ok = fail(s.status());
-            break;
-          }
-          ok = send(*s, i + 1 == n);
-        }
+        for (size_t i = 0; i < batch->size() && ok; ++i) ok = send((*batch)[i], i + 1 == batch->size());
       }
       if (!ok) break;
     }
@@ -290,7 +385,7 @@ class Server::Impl final : public proto::ReplayService::Service {
   }
 
   grpc::Status Info(grpc::ServerContext*, const proto::InfoRequest*, proto::InfoResponse* resp) override {
-    for (const auto& t : options_.tables) internal_service::TableInfoToProto(t->Info(), t->Explain(), resp->add_tables());
+    for (const auto& t : served_) internal_service::TableInfoToProto(t->Info(), t->Explain(), resp->add_tables());
     return grpc::Status::OK;
   }
 
@@ -308,7 +403,36 @@ class Server::Impl final : public proto::ReplayService::Service {
     return grpc::Status::OK;
   }
 
+  grpc::Status Checkpoint(grpc::ServerContext*, const proto::CheckpointRequest*,
+                          proto::CheckpointResponse* resp) override {
+    auto r = WriteCheckpoint();
+    if (!r.ok()) return ToGrpc(r.status());
+    resp->set_id(r->id);
+    resp->set_path(r->path);
+    resp->set_max_pause_us(absl::ToInt64Microseconds(r->max_pause));
+    resp->set_num_items(r->num_items);
+    resp->set_num_chunks(r->num_chunks);
+    resp->set_chunk_bytes(static_cast<int64_t>(r->chunk_bytes));
+    resp->set_duration_us(absl::ToInt64Microseconds(r->duration));
+    return grpc::Status::OK;
+  }
+
  private:
+  void PeriodicCheckpoints() {
+    absl::MutexLock l(&stop_mu_);
+    while (!stop_mu_.AwaitWithTimeout(absl::Condition(&stopping_), options_.checkpoint_interval)) {
+      stop_mu_.Unlock();
+      auto r = WriteCheckpoint();
+      if (r.ok()) {
+        FW_LOG(INFO) << "replay server: checkpoint " << r->id << " (" << r->num_items << " items, longest pause "
+                     << absl::FormatDuration(r->max_pause) << ", " << absl::FormatDuration(r->duration) << ")";
+      } else {
+        FW_LOG(ERROR) << "replay server: periodic checkpoint failed: " << r.status();
+      }
+      stop_mu_.Lock();
+    }
+  }
+
   static void ItemToProto(const std::string& table, const Item& item, proto::Item* out) {
     out->set_table(table);
     out->set_key(item.key);
@@ -357,7 +481,14 @@ class Server::Impl final : public proto::ReplayService::Service {
   }
 
   ServerOptions options_;
+  std::vector<std::shared_ptr<Table>> served_;  // in Info() order
+  int64_t restored_id_ = -1;
   absl::flat_hash_map<std::string, std::shared_ptr<Table>> tables_;
+  absl::Mutex checkpoint_mu_;  // one checkpoint at a time
+  std::atomic<int64_t> checkpoints_{0}, checkpoint_failures_{0};
+  absl::Mutex stop_mu_;
+  bool stopping_ ABSL_GUARDED_BY(stop_mu_) = false;
+  std::thread periodic_;
   std::unique_ptr<grpc::Server> server_;
   int port_ = 0;
   std::string address_;
@@ -380,5 +511,8 @@ int Server::port() const { return impl_->port(); }
 std::string Server::address() const { return impl_->address(); }
 ServerStats Server::stats() const { return impl_->stats(); }
 void Server::Stop() { impl_->Stop(); }
+std::vector<std::shared_ptr<Table>> Server::tables() const { return impl_->served(); }
+int64_t Server::restored_checkpoint() const { return impl_->restored_id(); }
+Result<CheckpointResult> Server::Checkpoint() { return impl_->WriteCheckpoint(); }
 
 }  // namespace flywheel::replay

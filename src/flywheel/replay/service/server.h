@@ -7,6 +7,12 @@
 // the chunks its client sent until the client releases them or the stream
 // ends (a vanished client frees them).
 //
+// Checkpoints: with a checkpoint_dir the server writes checkpoints there
+// (docs/replay.md "Checkpoints") on request (Checkpoint(), the Checkpoint
+// RPC) and every checkpoint_interval, without blocking inserts or samples,
+// and on Start serves the tables of the newest complete checkpoint found
+// there: a restarted server resumes where its last checkpoint left off.
+//
 // Thread-safety: Start/Stop from one thread; stats() from any thread.
 #pragma once
 
@@ -15,7 +21,9 @@
 #include <string>
 #include <vector>
 
+#include "absl/time/time.h"
 #include "flywheel/base/status.h"
+#include "flywheel/replay/checkpoint.h"
 #include "flywheel/replay/table.h"
 
 namespace flywheel::replay {
@@ -31,6 +39,23 @@ struct ServerOptions {
   // Largest message accepted or sent, bytes (> 0). Default 64 MiB.
   int64_t max_message_bytes = int64_t{64} << 20;
 
+  // Checkpoint directory; empty: no checkpoints (the Checkpoint call fails
+  // with FailedPrecondition).
+  std::string checkpoint_dir;
+  // On Start, restore the newest complete checkpoint in checkpoint_dir, if
+  // there is one. A restored table replaces the configured table of the
+  // same name (contents, rate limiter counters and the options it was
+  // checkpointed with; a warning is logged when those differ from the
+  // configuration); restored tables that are not configured are served
+  // too; configured tables that the checkpoint lacks start empty.
+  bool restore = true;
+  // Seed of restored Uniform and Prioritized samplers.
+  uint64_t restore_seed = 0;
+  // Write a checkpoint this often (0: only when asked).
+  absl::Duration checkpoint_interval = absl::ZeroDuration();
+  // Complete checkpoints kept (>= 1; 0 keeps all).
+  int checkpoint_keep_last = 3;
+
   Status Validate() const;
 };
 
@@ -45,6 +70,8 @@ struct ServerStats {
   int64_t open_insert_streams = 0;
   int64_t open_sample_streams = 0;
   int64_t cached_insert_chunks = 0;   // chunks held by open insert streams' caches
+  int64_t checkpoints = 0;            // written by this server
+  int64_t checkpoint_failures = 0;
 };
 
 class Server {
@@ -58,6 +85,14 @@ class Server {
   // "127.0.0.1:<port>" (or the unix address): what a Client connects to.
   std::string address() const;
   ServerStats stats() const;
+  // The tables served (after any restore), in Info() order.
+  std::vector<std::shared_ptr<Table>> tables() const;
+  // The checkpoint id Start restored, or -1.
+  int64_t restored_checkpoint() const;
+  // Writes a checkpoint of every table now (see the file comment).
+  // FailedPrecondition without a checkpoint_dir. Concurrent calls (and the
+  // periodic checkpoint) run one at a time.
+  Result<CheckpointResult> Checkpoint();
   // Stops accepting calls, cancels open streams (after a short grace period)
   // and waits for their handlers. Idempotent.
   void Stop();

@@ -4,6 +4,7 @@
 
 #include "flywheel/replay/service/client.h"
 #include "flywheel/replay/service/server.h"
+#include "flywheel/replay/service/service_test_util.h"
 #include "grpcpp/grpcpp.h"
 #include "replay.grpc.pb.h"
 
@@ -12,45 +13,10 @@ namespace {
 
 using format::DataType;
 using format::TypeId;
-
-std::shared_ptr<Table> MakeTable(const std::string& name, RateLimiterOptions limiter = RateLimiterOptions::MinSize(1),
-                                 std::optional<Signature> signature = std::nullopt) {
-  TableOptions o;
-  o.name = name;
-  o.sampler = NewFifoSelector();
-  o.rate_limiter = limiter;
-  o.signature = std::move(signature);
-  o.max_times_sampled = 1;  // each item sampled once: tests see FIFO order
-  auto t = Table::Create(std::move(o));
-  EXPECT_TRUE(t.ok()) << t.status();
-  return std::shared_ptr<Table>(std::move(*t));
-}
-
-std::unique_ptr<Server> StartServer(std::vector<std::shared_ptr<Table>> tables) {
-  ServerOptions o;
-  o.tables = std::move(tables);
-  auto s = Server::Start(std::move(o));
-  EXPECT_TRUE(s.ok()) << s.status();
-  EXPECT_GT((*s)->port(), 0);
-  return std::move(*s);
-}
-
-// obs = float32[2] {i, -i}, action = int32 i.
-void AppendSteps(RemoteWriter& w, int first, int n) {
-  for (int i = first; i < first + n; ++i) {
-    float obs[2] = {static_cast<float>(i), static_cast<float>(-i)};
-    int32_t action = i;
-    ASSERT_TRUE(w.Append({{"obs", DataType::Tensor(TypeId::kFloat32, {2}), obs},
-                          {"action", DataType::Scalar(TypeId::kInt32), &action}})
-                    .ok());
-  }
-}
-
-std::vector<int32_t> Actions(const SampledItem& s, int col = 0) {
-  std::vector<int32_t> v(static_cast<size_t>(s.item->columns[col].length));
-  EXPECT_TRUE(s.item->columns[col].Decode(v.data()).ok());
-  return v;
-}
+using testing_util::Actions;
+using testing_util::AppendSteps;
+using testing_util::MakeTable;
+using testing_util::StartServer;
 
 TEST(ReplayServiceTest, InsertThenSampleRoundTripsValues) {
   auto t = MakeTable("t");
