@@ -9,5 +9,7 @@ namespace flywheel::cli {
 // Each group adds its subcommands to `app`. A subcommand's callback sets the
 // process exit code through `exit_code`.
 void AddTableCommands(CLI::App& app, int* exit_code);
+// `flywheel replay ...` (builds with the gRPC service only).
+void AddReplayCommands(CLI::App& app, int* exit_code);
 
 }  // namespace flywheel::cli

@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "flywheel/cli/commands.h"
+#include "flywheel/cli/common.h"
 #include "flywheel/cli/json_rows.h"
 #include "flywheel/table/table.h"
 
@@ -22,16 +23,6 @@ struct Common {
   int64_t version = -1;
   std::string tag;
 };
-
-int Fail(const Status& s) {
-  std::fprintf(stderr, "flywheel: error: %s\n", std::string(s.message()).c_str());
-  switch (s.code()) {
-    case absl::StatusCode::kInvalidArgument: return 2;
-    case absl::StatusCode::kNotFound: return 3;
-    case absl::StatusCode::kAborted: return 4;
-    default: return 1;
-  }
-}
 
 Result<std::shared_ptr<Table>> OpenTable(const Common& c) {
   table::OpenOptions o;
@@ -60,23 +51,6 @@ std::string HumanBytes(uint64_t b) {
   char buf[32];
   std::snprintf(buf, sizeof buf, u ? "%.1f %s" : "%.0f %s", v, units[u]);
   return buf;
-}
-
-// Parses durations like 30s, 10m, 2h, 7d (plain numbers are seconds).
-Result<int64_t> ParseDurationMs(const std::string& text) {
-  if (text.empty()) return absl::InvalidArgumentError("empty duration");
-  char* end = nullptr;
-  const double v = std::strtod(text.c_str(), &end);
-  const std::string unit(end);
-  double mult = 1000;
-  if (unit == "ms") mult = 1;
-  else if (unit == "" || unit == "s") mult = 1000;
-  else if (unit == "m") mult = 60e3;
-  else if (unit == "h") mult = 3600e3;
-  else if (unit == "d") mult = 86400e3;
-  else return absl::InvalidArgumentError(absl::StrCat("bad duration '", text, "' (use e.g. 30s, 10m, 2h, 7d)"));
-  if (v < 0) return absl::InvalidArgumentError(absl::StrCat("negative duration '", text, "'"));
-  return static_cast<int64_t>(v * mult);
 }
 
 Result<std::map<std::string, std::string>> ParseProperties(const std::vector<std::string>& kvs) {
