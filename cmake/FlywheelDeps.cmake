@@ -19,10 +19,8 @@ endif()
 # The replay gRPC service (src/flywheel/replay/service, proto/replay.proto).
 # gRPC 1.51 / protobuf 3.21 from Debian: libgrpc++-dev protobuf-compiler-grpc
 # libprotobuf-dev protobuf-compiler.
+# Fuzz builds need it too (fuzz/replay_wire_fuzz.cc).
 option(FLYWHEEL_BUILD_GRPC "Build the replay gRPC service" ON)
-if(FLYWHEEL_FUZZ)
-  set(FLYWHEEL_BUILD_GRPC OFF)
-endif()
 if(FLYWHEEL_BUILD_GRPC)
   find_package(Protobuf REQUIRED)
   find_package(gRPC CONFIG REQUIRED)

@@ -9,6 +9,7 @@ void RegisterTypes(pybind11::module_& m);
 void RegisterArrays(pybind11::module_& m);
 void RegisterTable(pybind11::module_& m);
 void RegisterReplay(pybind11::module_& m);
+void RegisterReplayService(pybind11::module_& m);
 }  // namespace flywheel::python
 
 PYBIND11_MODULE(_core, m) {
@@ -18,4 +19,5 @@ PYBIND11_MODULE(_core, m) {
   flywheel::python::RegisterArrays(m);
   flywheel::python::RegisterTable(m);
   flywheel::python::RegisterReplay(m);
+  flywheel::python::RegisterReplayService(m);  // after RegisterReplay: uses its ReplayTable
 }

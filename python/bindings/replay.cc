@@ -1,6 +1,7 @@
 // flywheel._core replay classes (ReplayTable, ReplayWriter and the rate
 // limiter helpers) for the Python layer in python/flywheel/replay.py, over the
-// in-process core in src/flywheel/replay/ (table.h, writer.h).
+// in-process core in src/flywheel/replay/ (table.h, writer.h), and the pieces
+// replay_service.cc shares (replay.h).
 //
 // GIL: every call that can wait (insert, sample, create_item) or take the
 // table's lock runs with the GIL released; Python objects are converted
@@ -14,15 +15,16 @@
 // every watchdog period itself (the table's own watchdog restarts with each
 // slice). Other threads make one C++ call with the whole timeout. Slicing
 // never changes what a call does: a timed-out wait changes no table state,
-// and a batch that must wait for all n items is taken as successive
-// "take what may proceed" batches, which is what the table does itself
-// between its waits.
+// and a batch that must wait for all n items is all or nothing in the table
+// (Table::SampleBatch), so a slice that times out took no items.
 //
 // Thread-safety: ReplayTable is thread-safe (replay::Table is). ReplayWriter
 // serialises its C++ calls with a mutex taken only after the GIL is released
 // (TrajectoryWriter is single-threaded); its own bookkeeping is guarded by the
 // GIL. A writer is meant for one thread; sharing one is safe but interleaves
 // steps.
+#include "replay.h"
+
 #include <Python.h>
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
@@ -62,18 +64,88 @@ using replay::SampledItem;
 
 namespace {
 
-// How long a main-thread wait runs before Python signal handlers get a turn.
-constexpr absl::Duration kSlice = absl::Milliseconds(100);
+unsigned long main_thread_ident = 0;  // threading.main_thread().ident
+
+}  // namespace
+
+absl::Duration ToDuration(std::optional<double> seconds, const char* what) {
+  if (!seconds) return absl::InfiniteDuration();
+  if (std::isnan(*seconds) || *seconds < 0) {
+    throw StatusError(absl::InvalidArgumentError(
+        absl::StrCat(what, " must be None or a number of seconds >= 0, got ", *seconds)));
+  }
+  if (std::isinf(*seconds)) return absl::InfiniteDuration();
+  return absl::Seconds(*seconds);
+}
+
+bool OnMainThread() { return PyThread_get_thread_ident() == main_thread_ident; }
+
+// ------------------------------------------------------------------ BlockingCall
+
+BlockingCall::BlockingCall(std::string what, std::string target, absl::Duration timeout,
+                           absl::Duration watchdog, std::function<std::string()> explain)
+    : what_(std::move(what)),
+      target_(std::move(target)),
+      timeout_(timeout),
+      sliced_(OnMainThread()),
+      start_(absl::Now()),
+      deadline_(timeout == absl::InfiniteDuration() ? absl::InfiniteFuture() : start_ + timeout),
+      next_warning_(watchdog > absl::ZeroDuration() ? start_ + watchdog : absl::InfiniteFuture()),
+      watchdog_(watchdog),
+      explain_(std::move(explain)) {}
+
+BlockingCall::BlockingCall(const replay::Table& table, const char* what, absl::Duration timeout,
+                           absl::Duration watchdog)
+    : BlockingCall(what, absl::StrCat("table '", table.name(), "'"), timeout, watchdog,
+                   [&table] { return table.Explain(); }) {}
+
+absl::Duration BlockingCall::NextWait() const {
+  if (!sliced_) return timeout_;
+  if (deadline_ == absl::InfiniteFuture()) return kSlice;
+  return std::max(std::min(kSlice, deadline_ - absl::Now()), absl::ZeroDuration());
+}
+
+absl::Duration BlockingCall::Left() const {
+  if (deadline_ == absl::InfiniteFuture()) return absl::InfiniteDuration();
+  return std::max(deadline_ - absl::Now(), absl::ZeroDuration());
+}
+
+Status BlockingCall::TimedOut() const {
+  std::string explain;
+  {
+    py::gil_scoped_release nogil;
+    explain = explain_();
+  }
+  return absl::DeadlineExceededError(absl::StrCat(what_, " ", target_, " timed out after ",
+                                                  absl::FormatDuration(timeout_), ":\n", explain));
+}
+
+Status BlockingCall::Retry(const Status& s) {
+  if (s.ok()) {  // a sliced call that is not complete yet
+    if (sliced_ && PyErr_CheckSignals() != 0) throw py::error_already_set();
+    return s;
+  }
+  if (!sliced_ || !absl::IsDeadlineExceeded(s)) return s;
+  const absl::Time now = absl::Now();
+  if (now >= deadline_) return TimedOut();
+  if (now >= next_warning_) {
+    py::gil_scoped_release nogil;
+    FW_LOG(WARNING) << what_ << " " << target_ << " blocked for "
+                    << absl::FormatDuration(now - start_) << ":\n"
+                    << explain_();
+    next_warning_ = now + watchdog_;
+  }
+  if (PyErr_CheckSignals() != 0) throw py::error_already_set();
+  return absl::OkStatus();
+}
+
+namespace {
 
 // (samples_per_insert, min_size_to_sample, min_diff, max_diff)
 using LimiterTuple = std::tuple<double, int64_t, double, double>;
 // (kind, priority_exponent, seed); kind is uniform, prioritized, fifo, lifo,
 // min_heap or max_heap.
 using SelectorSpec = std::tuple<std::string, double, uint64_t>;
-
-unsigned long main_thread_ident = 0;  // threading.main_thread().ident
-
-bool OnMainThread() { return PyThread_get_thread_ident() == main_thread_ident; }
 
 LimiterTuple ToTuple(const RateLimiterOptions& o) {
   return {o.samples_per_insert, o.min_size_to_sample, o.min_diff, o.max_diff};
@@ -83,17 +155,6 @@ RateLimiterOptions FromTuple(const LimiterTuple& t) {
   RateLimiterOptions o;
   std::tie(o.samples_per_insert, o.min_size_to_sample, o.min_diff, o.max_diff) = t;
   return o;
-}
-
-// Seconds (None = forever) as a Duration; ValueError when negative or NaN.
-absl::Duration ToDuration(std::optional<double> seconds, const char* what = "timeout") {
-  if (!seconds) return absl::InfiniteDuration();
-  if (std::isnan(*seconds) || *seconds < 0) {
-    throw StatusError(absl::InvalidArgumentError(
-        absl::StrCat(what, " must be None or a number of seconds >= 0, got ", *seconds)));
-  }
-  if (std::isinf(*seconds)) return absl::InfiniteDuration();
-  return absl::Seconds(*seconds);
 }
 
 std::unique_ptr<replay::ItemSelector> MakeSelector(const SelectorSpec& spec, const char* role) {
@@ -114,77 +175,6 @@ std::unique_ptr<replay::ItemSelector> MakeSelector(const SelectorSpec& spec, con
       absl::InvalidArgumentError(absl::StrCat(role, ": unknown selector '", kind, "'")));
 }
 
-// One blocking call on `table`, waited for in slices on the main thread (see
-// the file comment). The caller loops:
-//
-//   BlockingCall call(table, "sample from", timeout, watchdog);
-//   for (;;) {
-//     Status s;
-//     { py::gil_scoped_release nogil; s = <op with call.NextWait()>; }
-//     if (<done>) break;          // s.ok() and nothing left to wait for
-//     ThrowIfError(call.Retry(s)); // with the GIL
-//   }
-class BlockingCall {
- public:
-  BlockingCall(const replay::Table& table, const char* what, absl::Duration timeout,
-               absl::Duration watchdog)
-      : table_(table),
-        what_(what),
-        timeout_(timeout),
-        sliced_(OnMainThread()),
-        start_(absl::Now()),
-        deadline_(timeout == absl::InfiniteDuration() ? absl::InfiniteFuture() : start_ + timeout),
-        next_warning_(watchdog > absl::ZeroDuration() ? start_ + watchdog : absl::InfiniteFuture()),
-        watchdog_(watchdog) {}
-
-  bool sliced() const { return sliced_; }
-
-  // How long the next C++ call may wait. Needs no GIL.
-  absl::Duration NextWait() const {
-    if (!sliced_) return timeout_;
-    if (deadline_ == absl::InfiniteFuture()) return kSlice;
-    return std::max(std::min(kSlice, deadline_ - absl::Now()), absl::ZeroDuration());
-  }
-
-  // After a call returned `s` (not done): OK to wait again, else the error to
-  // raise. Runs Python signal handlers (may throw error_already_set, e.g.
-  // KeyboardInterrupt). REQUIRES: the GIL.
-  Status Retry(const Status& s) {
-    if (s.ok()) return s;  // a sliced batch that is not complete yet
-    if (!sliced_ || !absl::IsDeadlineExceeded(s)) return s;
-    const absl::Time now = absl::Now();
-    if (now >= deadline_) {
-      std::string explain;
-      {
-        py::gil_scoped_release nogil;
-        explain = table_.Explain();
-      }
-      return absl::DeadlineExceededError(
-          absl::StrCat(what_, " table '", table_.name(), "' timed out after ",
-                       absl::FormatDuration(timeout_), ":\n", explain));
-    }
-    if (now >= next_warning_) {
-      py::gil_scoped_release nogil;
-      FW_LOG(WARNING) << what_ << " table '" << table_.name() << "' blocked for "
-                      << absl::FormatDuration(now - start_) << ":\n"
-                      << table_.Explain();
-      next_warning_ = now + watchdog_;
-    }
-    if (PyErr_CheckSignals() != 0) throw py::error_already_set();
-    return absl::OkStatus();
-  }
-
- private:
-  const replay::Table& table_;
-  const char* what_;
-  const absl::Duration timeout_;
-  const bool sliced_;
-  const absl::Time start_;
-  const absl::Time deadline_;
-  absl::Time next_warning_;
-  const absl::Duration watchdog_;
-};
-
 [[noreturn]] void BatchError(const std::string& column, const std::string& msg) {
   throw py::value_error(absl::StrCat(
       "column '", column, "': ", msg,
@@ -192,11 +182,12 @@ class BlockingCall {
       "The items of this batch count as sampled."));
 }
 
-// The sampled items as the dict replay.py's Sample wraps: data (column ->
-// ndarray (batch, time, *step_shape)), keys, priorities, probabilities,
-// table_size, times_sampled. Each item's trajectory is decoded straight into
-// its row of the batch array, without the GIL.
+}  // namespace
+
+// Each item's trajectory is decoded straight into its row of the batch
+// array, without the GIL.
 py::dict SampleToPython(std::vector<SampledItem> items) {
+  if (items.empty()) throw StatusError(absl::InternalError("sample: no items to convert"));
   const size_t n = items.size();
   const auto& first = items.front().item->columns;
   // index[i][j]: position in item i's columns of first[j].
@@ -283,9 +274,11 @@ py::dict SampleToPython(std::vector<SampledItem> items) {
   return out;
 }
 
+namespace {
+
 class PyReplayTable {
  public:
-  PyReplayTable(std::unique_ptr<replay::Table> t, absl::Duration watchdog)
+  PyReplayTable(std::shared_ptr<replay::Table> t, absl::Duration watchdog)
       : t_(std::move(t)), watchdog_(watchdog) {}
 
   static std::shared_ptr<PyReplayTable> Create(
@@ -320,6 +313,7 @@ class PyReplayTable {
   }
 
   replay::Table& table() const { return *t_; }
+  const std::shared_ptr<replay::Table>& shared() const { return t_; }
   absl::Duration watchdog() const { return watchdog_; }
   const std::string& name() const { return t_->name(); }
 
@@ -331,24 +325,25 @@ class PyReplayTable {
       Status s;
       {
         py::gil_scoped_release nogil;
-        if (!call.sliced()) {
-          auto r = t_->SampleBatch(n, flexible, timeout);
-          if (r.ok()) items = std::move(r).value();
-          s = r.status();
-        } else {
-          // Sliced: "wait for all n" is successive flexible batches (see the file comment).
-          auto r = t_->SampleBatch(n - static_cast<int64_t>(items.size()), /*flexible=*/true,
-                                   call.NextWait());
-          if (r.ok()) {
-            for (auto& it : *r) items.push_back(std::move(it));
-          }
-          s = r.status();
-        }
+        // Sliced or not, the same call: a full batch is all or nothing in the
+        // table, so a slice that times out took nothing (see the file comment).
+        auto r = t_->SampleBatch(n, flexible, call.NextWait());
+        if (r.ok()) items = std::move(r).value();
+        s = r.status();
       }
-      if (s.ok() && (!call.sliced() || flexible || static_cast<int64_t>(items.size()) >= n)) break;
+      if (s.ok()) break;
       ThrowIfError(call.Retry(s));
     }
     return SampleToPython(std::move(items));
+  }
+
+  // [(column, type text)] or None.
+  std::optional<std::vector<std::pair<std::string, std::string>>> Signature() const {
+    const auto& sig = t_->signature();
+    if (!sig) return std::nullopt;
+    std::vector<std::pair<std::string, std::string>> out;
+    for (const auto& [col, type] : sig->columns) out.emplace_back(col, type.ToString());
+    return out;
   }
 
   int64_t MutatePriorities(const std::vector<std::pair<ItemKey, double>>& updates,
@@ -380,26 +375,11 @@ class PyReplayTable {
       py::gil_scoped_release nogil;
       i = t_->Info();
     }
-    py::dict d;
-    d["name"] = i.name;
-    d["size"] = i.size;
-    d["max_size"] = i.max_size;
-    d["max_times_sampled"] = i.max_times_sampled;
-    d["inserts"] = i.limiter.inserts;
-    d["deletes"] = i.limiter.deletes;
-    d["samples"] = i.limiter.samples;
-    d["blocked_inserts"] = i.blocked_inserts;
-    d["blocked_samples"] = i.blocked_samples;
-    d["sampler"] = i.sampler;
-    d["remover"] = i.remover;
-    d["num_evicted"] = i.num_episodes_evicted;
-    d["num_deleted"] = i.num_deleted;
-    d["rate_limiter"] = ToTuple(i.limiter_options);
-    return d;
+    return TableInfoToPython(i);
   }
 
  private:
-  std::unique_ptr<replay::Table> t_;
+  std::shared_ptr<replay::Table> t_;
   absl::Duration watchdog_;
 };
 
@@ -421,80 +401,18 @@ class PyReplayWriter {
     w_ = std::make_unique<replay::TrajectoryWriter>(std::move(raw), o);
   }
 
-  // Fixes the per-step type of `column` (replay.py calls this before the
-  // column's first append).
   void DefineColumn(const std::string& column, const std::string& type_text) {
-    auto type = format::DataType::Parse(type_text);
-    if (!type.ok())
-      throw StatusError(Annotate(type.status(), absl::StrCat("column '", column, "'")));
-    if (!type->is_fixed_width()) {
-      throw StatusError(absl::InvalidArgumentError(absl::StrCat(
-          "column '", column, "': a step must be a fixed-width type, got ", type->ToString())));
-    }
-    auto [it, inserted] = types_.emplace(column, *type);
-    if (!inserted && !(it->second == *type)) {
-      throw StatusError(absl::InvalidArgumentError(absl::StrCat(
-          "column '", column, "' holds ", it->second.ToString(), ", not ", type->ToString())));
-    }
+    steps_.Define(column, type_text);
   }
 
-  // One step: column -> C-contiguous ndarray of the column's exact dtype and
-  // step shape (replay.py converts user values).
   void Append(const py::dict& step) {
-    if (step.empty()) throw py::value_error("append: a step needs at least one column");
-    std::vector<replay::StepValue> values;
-    std::vector<py::array> keep;  // alive until the C++ call returns
-    std::set<std::string> names;
-    values.reserve(step.size());
-    keep.reserve(step.size());
-    {
-      for (auto [key, value] : step) {
-        std::string name = py::cast<std::string>(key);
-        auto t = types_.find(name);
-        if (t == types_.end())
-          throw py::key_error(absl::StrCat("append: column '", name, "' has no type yet"));
-        const format::DataType& type = t->second;
-        if (!py::isinstance<py::array>(value)) {
-          throw py::type_error(absl::StrCat("append: column '", name, "': expected a numpy array"));
-        }
-        auto a = py::reinterpret_borrow<py::array>(value);
-        if (!a.dtype().equal(DTypeOf(type.id)) || !(a.flags() & py::array::c_style) ||
-            static_cast<size_t>(a.nbytes()) != type.fixed_width()) {
-          throw py::type_error(absl::StrCat(
-              "append: column '", name, "': expected a C-contiguous array of ", type.ToString()));
-        }
-        values.push_back(replay::StepValue{name, type, a.data()});
-        keep.push_back(std::move(a));
-        names.insert(std::move(name));
-      }
-      // TrajectoryWriter only notices a column missing from a step at the
-      // column's next value (and never one missing for good), so check here:
-      // the first step of an episode fixes its columns.
-      if (episode_steps_ > 0 && names != episode_columns_) {
-        for (const auto& c : episode_columns_) {
-          if (!names.count(c)) {
-            throw py::value_error(absl::StrCat("append: column '", c,
-                                               "' is missing; every step of an episode ",
-                                               "needs the columns of its first step"));
-          }
-        }
-        for (const auto& c : names) {
-          if (!episode_columns_.count(c)) {
-            throw py::value_error(
-                absl::StrCat("append: column '", c,
-                             "' is new; columns can only be added at the first step of an "
-                             "episode (call end_episode() first)"));
-          }
-        }
-      }
-    }
+    StepColumns::Step prepared = steps_.Prepare(step);
     {
       py::gil_scoped_release nogil;
       std::lock_guard<std::mutex> lock(mu_);
-      ThrowIfError(w_->Append(values));
+      ThrowIfError(w_->Append(prepared.values));
     }
-    if (episode_steps_ == 0) episode_columns_ = std::move(names);
-    episode_steps_++;
+    steps_.Appended(prepared);
   }
 
   ItemKey CreateItem(const std::string& table, double priority,
@@ -508,12 +426,7 @@ class PyReplayWriter {
       throw py::key_error(
           absl::StrCat("create_item: the writer has no table '", table, "' (it has ", names, ")"));
     }
-    for (const auto& [col, unused] : trajectory) {
-      if (!episode_columns_.count(col)) {
-        throw py::key_error(
-            absl::StrCat("create_item: column '", col, "' has no steps in this episode"));
-      }
-    }
+    steps_.CheckTrajectory(trajectory);
     const absl::Duration timeout = ToDuration(timeout_s);
     BlockingCall call(t->second->table(), "insert into", timeout, t->second->watchdog());
     for (;;) {
@@ -536,11 +449,10 @@ class PyReplayWriter {
       std::lock_guard<std::mutex> lock(mu_);
       ThrowIfError(w_->EndEpisode());
     }
-    episode_columns_.clear();
-    episode_steps_ = 0;
+    steps_.EndEpisode();
   }
 
-  int64_t EpisodeSteps() const { return episode_steps_; }
+  int64_t EpisodeSteps() const { return steps_.episode_steps(); }
 
  private:
   // Keep the tables alive: TrajectoryWriter holds raw pointers.
@@ -550,12 +462,126 @@ class PyReplayWriter {
   std::mutex mu_;
   std::unique_ptr<replay::TrajectoryWriter> w_;
   // The binding's own bookkeeping is guarded by the GIL.
-  std::map<std::string, format::DataType> types_;
-  std::set<std::string> episode_columns_;
-  int64_t episode_steps_ = 0;
+  StepColumns steps_;
 };
 
 }  // namespace
+
+// ------------------------------------------------------------------ StepColumns
+
+void StepColumns::Define(const std::string& column, const std::string& type_text) {
+  auto type = format::DataType::Parse(type_text);
+  if (!type.ok()) throw StatusError(Annotate(type.status(), absl::StrCat("column '", column, "'")));
+  if (!type->is_fixed_width()) {
+    throw StatusError(absl::InvalidArgumentError(absl::StrCat(
+        "column '", column, "': a step must be a fixed-width type, got ", type->ToString())));
+  }
+  auto [it, inserted] = types_.emplace(column, *type);
+  if (!inserted && !(it->second == *type)) {
+    throw StatusError(absl::InvalidArgumentError(absl::StrCat(
+        "column '", column, "' holds ", it->second.ToString(), ", not ", type->ToString())));
+  }
+}
+
+StepColumns::Step StepColumns::Prepare(const py::dict& step) const {
+  if (step.empty()) throw py::value_error("append: a step needs at least one column");
+  Step out;
+  out.values.reserve(step.size());
+  out.keep.reserve(step.size());
+  for (auto [key, value] : step) {
+    std::string name = py::cast<std::string>(key);
+    auto t = types_.find(name);
+    if (t == types_.end())
+      throw py::key_error(absl::StrCat("append: column '", name, "' has no type yet"));
+    const format::DataType& type = t->second;
+    if (!py::isinstance<py::array>(value)) {
+      throw py::type_error(absl::StrCat("append: column '", name, "': expected a numpy array"));
+    }
+    auto a = py::reinterpret_borrow<py::array>(value);
+    if (!a.dtype().equal(DTypeOf(type.id)) || !(a.flags() & py::array::c_style) ||
+        static_cast<size_t>(a.nbytes()) != type.fixed_width()) {
+      throw py::type_error(absl::StrCat("append: column '", name,
+                                        "': expected a C-contiguous array of ", type.ToString()));
+    }
+    out.values.push_back(replay::StepValue{name, type, a.data()});
+    out.keep.push_back(std::move(a));
+    out.names.insert(std::move(name));
+  }
+  // The C++ writers only notice a column missing from a step at the column's
+  // next value (and never one missing for good), so check here: the first
+  // step of an episode fixes its columns.
+  if (episode_steps_ > 0 && out.names != episode_columns_) {
+    for (const auto& c : episode_columns_) {
+      if (!out.names.count(c)) {
+        throw py::value_error(absl::StrCat("append: column '", c,
+                                           "' is missing; every step of an episode ",
+                                           "needs the columns of its first step"));
+      }
+    }
+    for (const auto& c : out.names) {
+      if (!episode_columns_.count(c)) {
+        throw py::value_error(
+            absl::StrCat("append: column '", c,
+                         "' is new; columns can only be added at the first step of an "
+                         "episode (call end_episode() first)"));
+      }
+    }
+  }
+  return out;
+}
+
+void StepColumns::Appended(Step& step) {
+  if (episode_steps_ == 0) episode_columns_ = std::move(step.names);
+  episode_steps_++;
+}
+
+void StepColumns::CheckTrajectory(
+    const std::vector<std::pair<std::string, int64_t>>& trajectory) const {
+  for (const auto& [col, unused] : trajectory) {
+    if (!episode_columns_.count(col)) {
+      throw py::key_error(
+          absl::StrCat("create_item: column '", col, "' has no steps in this episode"));
+    }
+  }
+}
+
+void StepColumns::EndEpisode() {
+  episode_columns_.clear();
+  episode_steps_ = 0;
+}
+
+py::dict TableInfoToPython(const replay::TableInfo& i) {
+  py::dict d;
+  d["name"] = i.name;
+  d["size"] = i.size;
+  d["max_size"] = i.max_size;
+  d["max_times_sampled"] = i.max_times_sampled;
+  d["inserts"] = i.limiter.inserts;
+  d["deletes"] = i.limiter.deletes;
+  d["samples"] = i.limiter.samples;
+  d["blocked_inserts"] = i.blocked_inserts;
+  d["blocked_samples"] = i.blocked_samples;
+  d["sampler"] = i.sampler;
+  d["remover"] = i.remover;
+  d["num_evicted"] = i.num_episodes_evicted;
+  d["num_deleted"] = i.num_deleted;
+  d["rate_limiter"] = ToTuple(i.limiter_options);
+  return d;
+}
+
+// ------------------------------------------------- _core.ReplayTable <-> Table
+
+std::shared_ptr<replay::Table> SharedTable(py::handle core_table) {
+  if (!py::isinstance<PyReplayTable>(core_table)) {
+    throw py::type_error(absl::StrCat("expected a _core.ReplayTable, got ",
+                                      py::str(py::type::of(core_table)).cast<std::string>()));
+  }
+  return core_table.cast<PyReplayTable&>().shared();
+}
+
+py::object WrapTable(std::shared_ptr<replay::Table> table, absl::Duration watchdog) {
+  return py::cast(std::make_shared<PyReplayTable>(std::move(table), watchdog));
+}
 
 void RegisterReplay(py::module_& m) {
   main_thread_ident =
@@ -586,6 +612,8 @@ void RegisterReplay(py::module_& m) {
            py::arg("remover"), py::arg("max_size"), py::arg("max_times_sampled"),
            py::arg("rate_limiter"), py::arg("signature"), py::arg("watchdog"))
       .def_property_readonly("name", &PyReplayTable::name)
+      .def_property_readonly("signature", &PyReplayTable::Signature,
+                             "[(column, type text)], or None without a signature")
       .def("sample", &PyReplayTable::Sample, py::arg("batch_size"), py::arg("timeout"),
            py::arg("flexible"))
       .def("mutate_priorities", &PyReplayTable::MutatePriorities, py::arg("updates"),

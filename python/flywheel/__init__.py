@@ -13,7 +13,7 @@ private extension module ``flywheel._core``.
 from ._core import CommitConflict
 from ._convert import ListArray
 from .table import Table
-from . import replay  # flywheel.replay: in-process experience replay (docs/replay.md)
+from . import replay  # flywheel.replay: experience replay, in process and over gRPC (docs/replay.md)
 
 __version__ = "0.1.0"
 __all__ = ["Table", "ListArray", "CommitConflict", "__version__"]

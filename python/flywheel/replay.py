@@ -1,4 +1,5 @@
-"""In-process experience replay (the Python face of src/flywheel/replay/).
+"""Experience replay (the Python face of src/flywheel/replay/): in process,
+and over gRPC (:class:`Server`, :class:`Client`; see the end of this docstring).
 
 A :class:`Table` holds items that a :class:`Writer` inserts and a
 :class:`Sampler` samples, under a :class:`RateLimiter`; selectors
@@ -26,11 +27,23 @@ state) and :class:`Cancelled` when the table is closed, by
 :meth:`Table.close` from any thread. On the main thread a wait can also be
 interrupted with Ctrl-C (KeyboardInterrupt); elsewhere, give a timeout or close
 the table to get a blocked thread back.
+
+The same tables can be served to other processes: a :class:`Server` serves
+in-process tables on loopback (with optional checkpoints), and a
+:class:`Client` over one or several servers samples them and makes
+:class:`RemoteWriter` objects, with the calls and results above::
+
+    with replay.Server([table], port=0) as server, replay.Client(server.address) as client:
+        with client.writer() as w:               # the episode ends and the writer flushes on exit
+            w.append({"obs": np.zeros(4, np.float32), "action": 1})
+            w.create_item("transitions", priority=1.0, trajectory={"obs": 1, "action": 1})
+        s = client.sample("transitions", 32, timeout=5)
 """
 
 from __future__ import annotations
 
 import math
+import os
 import sys
 from typing import Any, Dict, Iterator, Mapping, Optional, Sequence, Tuple, Union
 
@@ -41,7 +54,7 @@ from ._convert import _cast, _parse_type
 
 __all__ = [
     "RateLimiter", "Selector", "Uniform", "Prioritized", "Fifo", "Lifo", "MinHeap", "MaxHeap",
-    "Table", "Writer", "Sampler", "Sample", "Cancelled",
+    "Table", "Writer", "Sampler", "Sample", "Cancelled", "Server", "Client", "RemoteWriter",
 ]
 
 Cancelled = _core.Cancelled
@@ -122,6 +135,25 @@ class RateLimiter:
         """A LIFO stack of capacity ``n``; pair with ``Lifo()`` and
         ``max_times_sampled=1`` (:meth:`Table.stack` does)."""
         return cls._preset(f"RateLimiter.stack({n!r})", "stack", n=n)
+
+    @classmethod
+    def _from_options(cls, options: Tuple[float, int, float, float], prefer_stack: bool = False) -> "RateLimiter":
+        """The limiter with these options (a table's ``info()["rate_limiter"]``),
+        shown as the preset it equals, if any (tables restored from a checkpoint)."""
+        spi, n, lo, hi = float(options[0]), int(options[1]), float(options[2]), float(options[3])
+        r = cls(spi, n, lo, hi)
+        candidates = [cls.min_size(n)]
+        if hi.is_integer() and 1 <= hi < 2**62:
+            candidates.insert(0, cls.stack(int(hi)) if prefer_stack else cls.queue(int(hi)))
+        if math.isfinite(lo) and math.isfinite(hi) and hi >= lo:
+            try:
+                candidates.append(cls.sample_to_insert_ratio(spi, n, (hi - lo) / 2))
+            except ValueError:
+                pass
+        for c in candidates:
+            if c == r:
+                return c
+        return r
 
     @property
     def samples_per_insert(self) -> float:
@@ -245,6 +277,20 @@ class MaxHeap(Selector):
     _kind = "max_heap"
 
 
+def _selector_from_description(text: str, seed: int = 0) -> Selector:
+    """The selector a C++ ``Describe()`` text names (``info()["sampler"]``):
+    ``Uniform``, ``Prioritized(priority_exponent=X)``, ``Fifo``, ``Lifo``,
+    ``MinHeap``, ``MaxHeap``. ``seed``: the seed the table's selector was made
+    with (descriptions carry none)."""
+    simple = {"Uniform": lambda: Uniform(seed), "Fifo": Fifo, "Lifo": Lifo, "MinHeap": MinHeap, "MaxHeap": MaxHeap}
+    if text in simple:
+        return simple[text]()
+    prefix = "Prioritized(priority_exponent="
+    if text.startswith(prefix) and text.endswith(")"):
+        return Prioritized(float(text[len(prefix):-1]), seed)
+    raise ValueError(f"unknown selector description {text!r}")
+
+
 # --------------------------------------------------------------------------- table
 
 
@@ -259,6 +305,13 @@ def _step_type(where: str, type_text: str) -> Tuple[np.dtype, Tuple[int, ...], s
     if kind != "fixed":
         raise ValueError(f"{where}: a step must be a fixed-width type (scalar or tensor), got {canonical}")
     return dtype, shape, canonical
+
+
+def _mutations(updates: Optional[Mapping[int, float]],
+               deletes: Optional[Sequence[int]]) -> Tuple[list, list]:
+    ups = [] if updates is None else [(int(k), float(p)) for k, p in dict(updates).items()]
+    dels = [] if deletes is None else [int(k) for k in np.asarray(deletes, dtype=np.uint64).reshape(-1)]
+    return ups, dels
 
 
 class Table:
@@ -331,6 +384,27 @@ class Table:
         return cls(name, sampler=Lifo(), remover=Lifo(), max_size=max_size, max_times_sampled=1,
                    rate_limiter=RateLimiter.stack(max_size), signature=signature)
 
+    @classmethod
+    def _from_core(cls, core: "_core.ReplayTable", seed: int = 0) -> "Table":
+        """A Table over an existing ``_core.ReplayTable`` (e.g. one a
+        :class:`Server` restored from a checkpoint): selectors, rate limiter
+        and signature are read back from the C++ table. ``seed``: its
+        selectors' seed."""
+        info = core.info()
+        t = cls.__new__(cls)
+        t._t = core
+        t._sampler = _selector_from_description(info["sampler"], seed)
+        t._remover = _selector_from_description(info["remover"], seed)
+        t._rate_limiter = RateLimiter._from_options(info["rate_limiter"], prefer_stack=info["sampler"] == "Lifo")
+        sig = core.signature
+        t._step_types = {}
+        t._signature = None
+        if sig is not None:
+            for col, type_text in sig:
+                t._step_types[col] = _step_type(f"table '{core.name}' signature: column '{col}'", type_text)
+            t._signature = {col: t._step_types[col][2] for col, _ in sig}
+        return t
+
     @property
     def name(self) -> str:
         return self._t.name
@@ -374,9 +448,7 @@ class Table:
         Keys the table no longer holds (evicted, deleted after
         ``max_times_sampled``) are skipped and counted: returns how many.
         Priorities must be finite and >= 0 (``ValueError``)."""
-        ups = [] if updates is None else [(int(k), float(p)) for k, p in dict(updates).items()]
-        dels = [] if deletes is None else [int(k) for k in np.asarray(deletes, dtype=np.uint64).reshape(-1)]
-        return self._t.mutate_priorities(ups, dels)
+        return self._t.mutate_priorities(*_mutations(updates, deletes))
 
     def reset(self) -> None:
         """Removes every item and zeroes the rate limiter's counters."""
@@ -428,7 +500,66 @@ def _infer_step_type(name: str, value: Any) -> Tuple[np.dtype, Tuple[int, ...], 
     return _step_type(f"column '{name}'", text)
 
 
-class Writer:
+def _trajectory(trajectory: Mapping[str, int]) -> list:
+    """``{column: n}`` as the ``[(column, n)]`` the C++ writers take."""
+    if not isinstance(trajectory, Mapping):
+        raise TypeError(f"create_item: trajectory must be a dict of column -> number of steps, "
+                        f"got {type(trajectory).__name__}")
+    traj = []
+    for col, n in trajectory.items():
+        if isinstance(n, (bool, float)) or not isinstance(n, (int, np.integer)):
+            raise TypeError(f"create_item: column '{col}': number of steps must be an int, got {n!r}")
+        traj.append((col, int(n)))
+    return traj
+
+
+class _StepWriter:
+    """What :class:`Writer` and :class:`RemoteWriter` share: column types
+    and the conversion of step values (the rules in Writer's docstring).
+    Subclasses set ``_w`` (a _core writer), ``_types`` and
+    ``_signature_types``."""
+
+    _w: Any
+    _types: Dict[str, Tuple[np.dtype, Tuple[int, ...], str]]
+    _signature_types: Dict[str, Tuple[np.dtype, Tuple[int, ...], str]]
+
+    @property
+    def column_types(self) -> Dict[str, str]:
+        """``{column: per-step type}`` of the columns fixed so far."""
+        return {name: spec[2] for name, spec in self._types.items()}
+
+    @property
+    def episode_steps(self) -> int:
+        """Steps appended in the current episode."""
+        return self._w.episode_steps
+
+    def _column(self, name: str, value: Any) -> np.ndarray:
+        spec = self._types.get(name)
+        if spec is None:
+            if not isinstance(name, str):
+                raise TypeError(f"column names must be str, got {name!r}")
+            spec = self._signature_types.get(name) or _infer_step_type(name, value)
+            self._w.define_column(name, spec[2])
+            self._types[name] = spec
+        dtype, shape, text = spec
+        if type(value) is np.ndarray and value.dtype == dtype and value.shape == shape:
+            return value if value.flags.c_contiguous else np.ascontiguousarray(value)
+        where = f"column '{name}' ({text})"
+        a = _cast(where, np.asarray(value) if isinstance(value, np.generic) else value, dtype)
+        if a.shape != shape:
+            raise ValueError(f"{where}: a step has shape {a.shape}, need {shape}")
+        return np.ascontiguousarray(a)
+
+    def append(self, step: Mapping[str, Any]) -> None:
+        """Appends one step: ``{column: value}``, a value being a numpy array
+        (the step's tensor), a numpy scalar or a Python number. See the class
+        docstring for how a column's type is chosen and values converted."""
+        if not isinstance(step, Mapping):
+            raise TypeError(f"append takes a dict of column -> value, got {type(step).__name__}")
+        self._w.append({name: self._column(name, value) for name, value in step.items()})
+
+
+class Writer(_StepWriter):
     """Turns a stream of steps into chunks and items (Reverb's TrajectoryWriter).
 
     ``append(step)`` adds one step, a value per column; every
@@ -509,41 +640,6 @@ class Writer:
     def tables(self) -> Dict[str, Table]:
         return dict(self._tables)
 
-    @property
-    def column_types(self) -> Dict[str, str]:
-        """``{column: per-step type}`` of the columns fixed so far."""
-        return {name: spec[2] for name, spec in self._types.items()}
-
-    @property
-    def episode_steps(self) -> int:
-        """Steps appended in the current episode."""
-        return self._w.episode_steps
-
-    def _column(self, name: str, value: Any) -> np.ndarray:
-        spec = self._types.get(name)
-        if spec is None:
-            if not isinstance(name, str):
-                raise TypeError(f"column names must be str, got {name!r}")
-            spec = self._signature_types.get(name) or _infer_step_type(name, value)
-            self._w.define_column(name, spec[2])
-            self._types[name] = spec
-        dtype, shape, text = spec
-        if type(value) is np.ndarray and value.dtype == dtype and value.shape == shape:
-            return value if value.flags.c_contiguous else np.ascontiguousarray(value)
-        where = f"column '{name}' ({text})"
-        a = _cast(where, np.asarray(value) if isinstance(value, np.generic) else value, dtype)
-        if a.shape != shape:
-            raise ValueError(f"{where}: a step has shape {a.shape}, need {shape}")
-        return np.ascontiguousarray(a)
-
-    def append(self, step: Mapping[str, Any]) -> None:
-        """Appends one step: ``{column: value}``, a value being a numpy array
-        (the step's tensor), a numpy scalar or a Python number. See the class
-        docstring for how a column's type is chosen and values converted."""
-        if not isinstance(step, Mapping):
-            raise TypeError(f"append takes a dict of column -> value, got {type(step).__name__}")
-        self._w.append({name: self._column(name, value) for name, value in step.items()})
-
     def create_item(self, table: Union[str, Table], priority: float, trajectory: Mapping[str, int],
                     timeout: Optional[float] = None) -> int:
         """Inserts into ``table`` (a name or a :class:`Table` of this writer)
@@ -563,15 +659,7 @@ class Writer:
             if not matches:
                 raise KeyError(f"create_item: table '{table.name}' is not one of this writer's tables")
             table = matches[0]
-        if not isinstance(trajectory, Mapping):
-            raise TypeError(f"create_item: trajectory must be a dict of column -> number of steps, "
-                            f"got {type(trajectory).__name__}")
-        traj = []
-        for col, n in trajectory.items():
-            if isinstance(n, (bool, float)) or not isinstance(n, (int, np.integer)):
-                raise TypeError(f"create_item: column '{col}': number of steps must be an int, got {n!r}")
-            traj.append((col, int(n)))
-        return self._w.create_item(table, float(priority), traj, _seconds(timeout))
+        return self._w.create_item(table, float(priority), _trajectory(trajectory), _seconds(timeout))
 
     def end_episode(self) -> None:
         """Ends the episode: pending steps are chunked, and later items can
@@ -665,3 +753,359 @@ class Sampler:
 
     def __iter__(self) -> Iterator[Sample]:
         return self.iter()
+
+
+# --------------------------------------------------------------------------- replay over gRPC
+
+_DEFAULT_MAX_MESSAGE_BYTES = 64 << 20
+
+
+def _require_service(what: str) -> None:
+    if not getattr(_core, "replay_service_available", False):
+        raise NotImplementedError(f"flywheel.replay.{what}: this flywheel build has no gRPC replay service "
+                                  f"(it was built with FLYWHEEL_BUILD_GRPC=OFF)")
+
+
+def _table_name(table: Union[str, Table]) -> str:
+    if isinstance(table, Table):
+        return table.name
+    if not isinstance(table, str):
+        raise TypeError(f"table must be a name (str) or a flywheel.replay.Table, got {table!r}")
+    return table
+
+
+class Server:
+    """A replay server: serves in-process :class:`Table` objects over gRPC
+    (docs/replay.md, "Service and protocol") to :class:`Client` objects in
+    this or other processes on the same machine. The tables stay usable in
+    process (writers, samplers, ``info()``) while served.
+
+    Args:
+      tables: the tables to serve (names must be unique).
+      port: TCP port; 0 picks a free one (see :attr:`port`).
+      host: loopback only: ``"127.0.0.1"`` (default), ``"::1"`` or
+        ``"localhost"``; anything else raises ``ValueError``.
+      checkpoint_dir: where checkpoints go (docs/replay.md, "Checkpoints");
+        None = no checkpoints.
+      checkpoint_interval: seconds between automatic checkpoints (None or
+        0 = only when :meth:`checkpoint` or a client asks). Needs
+        ``checkpoint_dir``.
+      keep_last: complete checkpoints kept (0 keeps all).
+      restore: on start, serve the tables of the newest complete checkpoint
+        in ``checkpoint_dir``, if there is one. A restored table replaces the
+        given table of the same name (contents, options and rate limiter
+        counters as checkpointed; the given one stays in process but is not
+        served); restored tables not given are served too; given tables the
+        checkpoint lacks start empty. :attr:`tables` holds what is served.
+      max_message_bytes: largest gRPC message sent or accepted.
+      restore_seed: seed of restored Uniform and Prioritized samplers.
+
+    Used as a context manager, the server stops on exit. Thread-safe.
+    """
+
+    __slots__ = ("_s", "_tables", "_restore_seed")
+
+    def __init__(self, tables: Union[Sequence[Table], Table] = (), port: int = 0, host: str = "127.0.0.1",
+                 checkpoint_dir: Optional[str] = None, checkpoint_interval: Optional[float] = None,
+                 keep_last: int = 3, restore: bool = True, max_message_bytes: int = _DEFAULT_MAX_MESSAGE_BYTES,
+                 *, restore_seed: int = 0):
+        _require_service("Server")
+        if isinstance(tables, Table):
+            tables = [tables]
+        tables = list(tables)
+        for t in tables:
+            if not isinstance(t, Table):
+                raise TypeError(f"Server tables must be flywheel.replay.Table objects, got {t!r}")
+        if isinstance(port, bool) or not isinstance(port, (int, np.integer)) or not 0 <= port <= 65535:
+            raise ValueError(f"port must be an int in [0, 65535], got {port!r}")
+        if not isinstance(host, str) or not host:
+            raise ValueError(f"host must be a loopback host name or address, got {host!r}")
+        address = f"[{host}]:{int(port)}" if ":" in host and not host.startswith("[") else f"{host}:{int(port)}"
+        if checkpoint_dir is not None:
+            checkpoint_dir = os.fspath(checkpoint_dir)
+        self._s = _core.ReplayServer([t._t for t in tables], address, int(max_message_bytes),
+                                     checkpoint_dir or "", _seconds(checkpoint_interval), int(keep_last),
+                                     bool(restore), int(restore_seed))
+        self._restore_seed = int(restore_seed)
+        given = {id(t._t): t for t in tables}
+        self._tables: Dict[str, Table] = {}
+        for core in self._s.tables():
+            t = given.get(id(core))
+            self._tables[core.name] = t if t is not None else Table._from_core(core, self._restore_seed)
+
+    @property
+    def port(self) -> int:
+        """The bound TCP port."""
+        return self._s.port
+
+    @property
+    def address(self) -> str:
+        """``"127.0.0.1:<port>"``: what a :class:`Client` connects to."""
+        return self._s.address
+
+    @property
+    def tables(self) -> Dict[str, Table]:
+        """``{name: Table}`` of the tables served: the given ones, or those
+        restored from ``checkpoint_dir`` in their place."""
+        return dict(self._tables)
+
+    @property
+    def restored_checkpoint(self) -> Optional[int]:
+        """The id of the checkpoint restored on start, or None."""
+        return self._s.restored_checkpoint
+
+    def stats(self) -> Dict[str, int]:
+        """Counters: ``chunks_received``, ``chunk_bytes_received``,
+        ``items_inserted``, ``item_errors``, ``chunks_sent``, ``items_sent``,
+        ``open_insert_streams``, ``open_sample_streams``,
+        ``cached_insert_chunks``, ``checkpoints``, ``checkpoint_failures``."""
+        return self._s.stats()
+
+    def checkpoint(self) -> Dict[str, Any]:
+        """Writes a checkpoint of every served table now, without blocking
+        inserts and samples for longer than a snapshot. Returns ``id``,
+        ``path``, ``max_pause`` (seconds: the longest a table was locked),
+        ``pauses`` (``{table: seconds}``), ``num_items``, ``num_chunks``,
+        ``chunk_bytes``, ``duration`` (seconds) and ``deleted`` (checkpoint
+        ids removed by retention). Raises RuntimeError without a
+        ``checkpoint_dir``."""
+        return self._s.checkpoint()
+
+    def stop(self) -> None:
+        """Stops serving: open streams are cancelled after a short grace
+        period. The tables stay usable in process. Idempotent."""
+        self._s.stop()
+
+    def __enter__(self) -> "Server":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.stop()
+
+    def __repr__(self) -> str:
+        return f"flywheel.replay.Server({self.address!r}, tables={list(self._tables)!r})"
+
+
+class RemoteWriter(_StepWriter):
+    """A :class:`Writer` whose items go to replay servers (made by
+    :meth:`Client.writer`). Same calls and column-type rules as
+    :class:`Writer`; the differences:
+
+    - ``create_item`` returns once the item is sent, without waiting for
+      the server, unless ``max_in_flight_items`` items are unacknowledged
+      (then it waits, up to ``timeout``, for them). ``timeout`` also bounds
+      the server's wait on the table's rate limiter; a server-side error for
+      an item (``TimeoutError`` from that wait, an unknown table as
+      ``KeyError``, a trajectory not matching the table's signature as
+      ``ValueError``) is raised by a later ``create_item``, ``flush`` or
+      ``close``, naming the server.
+    - Column types come from the first value (or from ``signature`` given to
+      :meth:`Client.writer`); the servers' table signatures are not
+      consulted.
+    - With several servers, each episode goes to one server and the next
+      episode to the next (``end_episode`` moves on).
+    - ``flush(timeout)`` waits until every item sent is acknowledged.
+      ``close()`` flushes and ends the streams. Used as a context manager,
+      the episode ends and the writer closes on exit (without an exception;
+      with one, the writer is left to garbage collection, which cancels its
+      streams).
+    """
+
+    def __init__(self, core: Any, signature: Optional[Mapping[str, str]] = None):
+        self._w = core
+        self._types = {}
+        self._signature_types = {}
+        if signature is not None:
+            if not isinstance(signature, Mapping):
+                raise TypeError(f"writer signature must be a dict of column -> type, got {type(signature).__name__}")
+            for col, type_text in signature.items():
+                self._signature_types[col] = _step_type(f"writer signature: column '{col}'", type_text)
+
+    @property
+    def current_shard(self) -> int:
+        """Index (into :attr:`Client.addresses`) of the current episode's server."""
+        return self._w.current_shard
+
+    @property
+    def closed(self) -> bool:
+        return self._w.closed
+
+    def create_item(self, table: Union[str, Table], priority: float, trajectory: Mapping[str, int],
+                    timeout: Optional[float] = None) -> int:
+        """Sends an item of the last ``n`` steps of each column in
+        ``trajectory`` (``{column: n}``) to ``table`` (a name) on the current
+        episode's server; returns its key. See the class docstring for what
+        ``timeout`` bounds and when server-side errors are raised."""
+        return self._w.create_item(_table_name(table), float(priority), _trajectory(trajectory),
+                                   _seconds(timeout))
+
+    def end_episode(self) -> None:
+        """Ends the episode (its chunks may be dropped on the server); the
+        next episode goes to the next server."""
+        self._w.end_episode()
+
+    def flush(self, timeout: Optional[float] = None) -> None:
+        """Waits up to ``timeout`` seconds (None = forever) until every item
+        sent is acknowledged; raises the first item error since the last
+        flush (others appended to its message), or ``TimeoutError``."""
+        self._w.flush(_seconds(timeout))
+
+    def close(self) -> None:
+        """Flushes (waiting as long as that takes) and ends the streams; raises
+        as :meth:`flush`. Later calls raise RuntimeError. Idempotent."""
+        self._w.close()
+
+    def __enter__(self) -> "RemoteWriter":
+        return self
+
+    def __exit__(self, exc_type: Any, *exc: Any) -> None:
+        if exc_type is None:
+            self.end_episode()
+            self.close()
+
+    def __repr__(self) -> str:
+        return (f"flywheel.replay.RemoteWriter(columns={self.column_types!r}, episode_steps={self.episode_steps}, "
+                f"closed={self.closed})")
+
+
+class Client:
+    """A client of one or several replay servers (:class:`Server`, or
+    ``flywheel replay serve``) that serve the same tables.
+
+    ``address``: ``"127.0.0.1:PORT"``, or a list of them. With several
+    servers (docs/replay.md, "Sharding") a :meth:`writer` sends each episode
+    to one server, the next episode to the next; :meth:`sample` spreads a
+    batch over the servers in proportion to each one's table size and
+    scales each item's ``probability`` by the chance that its server was
+    asked, so importance weights hold for the union of the tables.
+    :meth:`info` sums the tables over servers; :meth:`reset`, :meth:`close`
+    and :meth:`checkpoint` go to every server.
+
+    Args:
+      address: one address or a list of distinct addresses.
+      max_message_bytes: largest gRPC message sent or accepted (as the
+        server's).
+      seed: seed of the sample spreading over servers.
+      watchdog: seconds after which a blocked call on the main thread logs
+        the servers' explanation (and again every as many seconds); 0 =
+        never.
+
+    Connects lazily: a server that is not up fails the first call that
+    needs it (RuntimeError). Results and errors are those of the in-process
+    API: :meth:`sample` returns a :class:`Sample`; ``TimeoutError`` (whose
+    message holds the servers' explanation), :class:`Cancelled`, and
+    ``KeyError`` for a table no server has. Blocking calls release the GIL,
+    and on the main thread wait in slices so Ctrl-C works. Thread-safe;
+    samples through one client run one at a time (use one client per
+    sampling thread to sample concurrently). Used as a context manager, it
+    disconnects on exit.
+    """
+
+    __slots__ = ("_c",)
+
+    def __init__(self, address: Union[str, Sequence[str]], max_message_bytes: int = _DEFAULT_MAX_MESSAGE_BYTES,
+                 seed: int = 0, *, watchdog: float = 10.0):
+        _require_service("Client")
+        addresses = [address] if isinstance(address, str) else list(address)
+        for a in addresses:
+            if not isinstance(a, str):
+                raise TypeError(f"server addresses must be str like '127.0.0.1:PORT', got {a!r}")
+        self._c = _core.ReplayClient(addresses, int(max_message_bytes), int(seed), float(watchdog))
+
+    @property
+    def num_shards(self) -> int:
+        """Number of servers."""
+        return self._c.num_shards
+
+    @property
+    def addresses(self) -> list:
+        return self._c.addresses
+
+    def sample(self, table: Union[str, Table], batch_size: int = 1, timeout: Optional[float] = None,
+               flexible: bool = False) -> Sample:
+        """Samples ``batch_size`` items from ``table``, as
+        :meth:`Sampler.sample`: waits up to ``timeout`` seconds (None =
+        forever); with ``flexible``, returns 1..``batch_size`` items once
+        the first is there. Without ``flexible`` a batch from one server is
+        all or nothing (a timeout takes no items); a batch spread over
+        several servers that times out loses what some servers had sent
+        (those items count as sampled)."""
+        if isinstance(batch_size, (bool, float)) or not isinstance(batch_size, (int, np.integer)):
+            raise TypeError(f"batch_size must be an int, got {batch_size!r}")
+        return Sample(self._c.sample(_table_name(table), int(batch_size), _seconds(timeout), bool(flexible)))
+
+    def iter(self, table: Union[str, Table], batch_size: int = 1, timeout: Optional[float] = None,
+             flexible: bool = False) -> Iterator[Sample]:
+        """Yields batches as :meth:`sample` returns them until the table is
+        closed or a wait exceeds ``timeout``; other errors propagate."""
+        while True:
+            try:
+                s = self.sample(table, batch_size, timeout, flexible)
+            except (Cancelled, TimeoutError):
+                return
+            yield s
+
+    def writer(self, chunk_length: int = 16, codec: str = "lz4", max_history: int = 10000,
+               max_in_flight_items: int = 64, *, signature: Optional[Mapping[str, str]] = None) -> RemoteWriter:
+        """A new :class:`RemoteWriter` (its own streams, one per server).
+        ``chunk_length``, ``codec``, ``max_history`` as :class:`Writer`;
+        ``max_in_flight_items``: items sent but not yet acknowledged before
+        ``create_item`` waits; ``signature``: optional ``{column: type}``
+        fixing column types instead of inferring them from the first
+        values (give a table's signature when it has one)."""
+        core = self._c.writer(int(chunk_length), str(codec), int(max_history), int(max_in_flight_items))
+        return RemoteWriter(core, signature)
+
+    def mutate_priorities(self, table: Union[str, Table], updates: Optional[Mapping[int, float]] = None,
+                          deletes: Optional[Sequence[int]] = None) -> int:
+        """As :meth:`Table.mutate_priorities`, on every server (an item
+        lives on one); returns how many keys no server held."""
+        return self._c.mutate_priorities(_table_name(table), *_mutations(updates, deletes))
+
+    def info(self, timeout: Optional[float] = 30.0) -> Dict[str, Dict[str, Any]]:
+        """``{table: info}``: the keys of :meth:`Table.info`, summed over
+        servers (``size``, ``max_size``, the limiter counters, blocked calls,
+        ``num_evicted``, ``num_deleted``; options from the first server),
+        plus ``explain``, each server's :meth:`Table.explain` prefixed with
+        its address."""
+        return self._c.info(_seconds(timeout))
+
+    def explain(self, table: Union[str, Table]) -> str:
+        """The servers' explanation of ``table`` (``info()[table]["explain"]``)."""
+        name = _table_name(table)
+        info = self.info()
+        if name not in info:
+            raise KeyError(f"no server has table '{name}'")
+        return info[name]["explain"]
+
+    def reset(self, table: Union[str, Table]) -> None:
+        """Empties ``table`` on every server and zeroes its rate limiters."""
+        self._c.reset(_table_name(table))
+
+    def close(self, table: Union[str, Table]) -> None:
+        """Closes ``table`` on every server (as :meth:`Table.close`: blocked
+        and later inserts and samples raise :class:`Cancelled`)."""
+        self._c.close(_table_name(table))
+
+    def checkpoint(self) -> list:
+        """Asks every server to write a checkpoint now; one dict per server,
+        in address order: ``address``, ``id``, ``path`` (on the server's
+        machine), ``max_pause`` and ``duration`` (seconds), ``num_items``,
+        ``num_chunks``, ``chunk_bytes``. RuntimeError when a server has no
+        checkpoint directory."""
+        return self._c.checkpoint()
+
+    def disconnect(self) -> None:
+        """Drops the connections; later calls raise RuntimeError. Writers
+        made by this client keep theirs. Idempotent."""
+        self._c.disconnect()
+
+    def __enter__(self) -> "Client":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.disconnect()
+
+    def __repr__(self) -> str:
+        state = "" if self._c.connected else ", disconnected"
+        return f"flywheel.replay.Client({self.addresses!r}{state})"

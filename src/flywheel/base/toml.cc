@@ -1,5 +1,6 @@
 #include "flywheel/base/toml.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <charconv>
 #include <cmath>
@@ -7,6 +8,7 @@
 #include <cstdlib>
 #include <limits>
 #include <system_error>
+#include <type_traits>
 
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -21,9 +23,7 @@ bool IsBareKeyChar(char c) {
          c == '-';
 }
 bool IsDigit(char c) { return c >= '0' && c <= '9'; }
-bool IsHexDigit(char c) {
-  return IsDigit(c) || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
-}
+bool IsHexDigit(char c) { return IsDigit(c) || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F'); }
 int HexValue(char c) {
   if (IsDigit(c)) return c - '0';
   if (c >= 'a' && c <= 'f') return c - 'a' + 10;
@@ -96,11 +96,21 @@ std::string Quote(std::string_view s) {
   for (const char ch : s) {
     const unsigned char c = static_cast<unsigned char>(ch);
     switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\t': out += "\\t"; break;
-      case '\r': out += "\\r"; break;
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
+      case '\r':
+        out += "\\r";
+        break;
       default:
         if (IsForbiddenControl(c)) {
           out += absl::StrFormat("\\u%04X", c);
@@ -132,17 +142,26 @@ std::string KeyPartText(std::string_view part) {
 
 std::string_view TypeName(Type type) {
   switch (type) {
-    case Type::kString: return "string";
-    case Type::kInt: return "integer";
-    case Type::kDouble: return "float";
-    case Type::kBool: return "boolean";
-    case Type::kArray: return "array";
-    case Type::kTable: return "table";
+    case Type::kString:
+      return "string";
+    case Type::kInt:
+      return "integer";
+    case Type::kDouble:
+      return "float";
+    case Type::kBool:
+      return "boolean";
+    case Type::kArray:
+      return "array";
+    case Type::kTable:
+      return "table";
   }
   return "unknown";
 }
 
 Value::Value() : data_(Table{}) {}
+
+// Vectors of values grow by moving them, not by copying subtrees.
+static_assert(std::is_nothrow_move_constructible_v<Value>);
 
 const std::string& Value::as_string() const {
   if (!is_string()) DieWrongType(*this, Type::kString);
@@ -208,7 +227,7 @@ struct KeyPart {
 // The key path of the value being parsed, for messages. A chain of nodes on the
 // stack, turned into text ("a.b[2].c") only when an error needs it.
 struct Path {
-  std::string_view base;                        // used when parent is null
+  std::string_view base;  // used when parent is null
   const Path* parent = nullptr;
   const std::vector<KeyPart>* parts = nullptr;  // key parts below parent, or
   size_t index = 0;                             // the array index, if parts is null
@@ -240,7 +259,10 @@ class Parser {
   char Peek(size_t ahead = 0) const {
     return pos_ + ahead < text_.size() ? text_[pos_ + ahead] : '\0';
   }
-  bool LookingAt(std::string_view s) const { return text_.substr(pos_).substr(0, s.size()) == s; }
+  bool LookingAt(std::string_view s) const {
+    return pos_ <= text_.size() && text_.size() - pos_ >= s.size() &&
+           text_.substr(pos_, s.size()) == s;
+  }
   // Length of the newline at `pos` (1 for LF, 2 for CRLF), 0 if none.
   size_t NewlineAt(size_t pos) const {
     if (pos < text_.size() && text_[pos] == '\n') return 1;
@@ -357,8 +379,8 @@ Status Parser::SkipComment() {
     const unsigned char c = static_cast<unsigned char>(text_[pos_]);
     if (c == '\n' || NewlineAt(pos_) == 2) return absl::OkStatus();
     if (IsForbiddenControl(c)) {
-      return ErrorHere(absl::StrCat("control character ", Describe(pos_),
-                                    " is not allowed in a comment"));
+      return ErrorHere(
+          absl::StrCat("control character ", Describe(pos_), " is not allowed in a comment"));
     }
     ++pos_;
   }
@@ -437,8 +459,7 @@ Status Parser::ParseKey(std::vector<KeyPart>* parts) {
       if (LookingAt("\"\"\"") || LookingAt("'''")) {
         return ErrorHere("a multi-line string cannot be a key");
       }
-      FW_RETURN_IF_ERROR(c == '"' ? ParseBasicString(&part.name)
-                                  : ParseLiteralString(&part.name));
+      FW_RETURN_IF_ERROR(c == '"' ? ParseBasicString(&part.name) : ParseLiteralString(&part.name));
     } else if (IsBareKeyChar(c)) {
       const size_t start = pos_;
       while (!AtEnd() && IsBareKeyChar(text_[pos_])) ++pos_;
@@ -494,8 +515,8 @@ Status Parser::ParseKeyValue(Value* table, int depth, const Path& path) {
 }
 
 // Depth needs no check here: ParseValue bounded depth + parts.size().
-Status Parser::AssignDotted(Value* table, const Path& table_path,
-                            const std::vector<KeyPart>& parts, Value value) {
+Status Parser::AssignDotted(Value* table, const Path& table_path, const std::vector<KeyPart>& parts,
+                            Value value) {
   const auto path = [&table_path] { return table_path.ToString(); };
   Value* t = table;
   for (size_t i = 0; i + 1 < parts.size(); ++i) {
@@ -510,14 +531,14 @@ Status Parser::AssignDotted(Value* table, const Path& table_path,
                                   AsAbsl(TypeName(child->type())), " at ", At(*child),
                                   " and cannot also be a table"));
     } else if (child->origin_ == Value::Origin::kInline) {
-      return ErrorAt(parts[i].loc, absl::StrCat("cannot add keys to inline table ",
-                                                JoinKey(path(), parts, i + 1), " defined at ",
-                                                At(*child)));
-    } else if (child->origin_ != Value::Origin::kDotted) {
       return ErrorAt(parts[i].loc,
-                     absl::StrCat("cannot add to table ", JoinKey(path(), parts, i + 1),
-                                  " with dotted keys: it was created by a [table] header at ",
-                                  At(*child)));
+                     absl::StrCat("cannot add keys to inline table ", JoinKey(path(), parts, i + 1),
+                                  " defined at ", At(*child)));
+    } else if (child->origin_ != Value::Origin::kDotted) {
+      return ErrorAt(
+          parts[i].loc,
+          absl::StrCat("cannot add to table ", JoinKey(path(), parts, i + 1),
+                       " with dotted keys: it was created by a [table] header at ", At(*child)));
     }
     t = child;
   }
@@ -549,13 +570,13 @@ Status Parser::ParseHeader() {
   int depth = 0;
   for (size_t i = 0; i + 1 < parts.size(); ++i) {
     Value* child = Lookup(t, parts[i].name);
-    const std::string name = JoinKey("", parts, i + 1);
+    const auto name = [&parts, i] { return JoinKey("", parts, i + 1); };  // for errors
     if (child == nullptr) {
       child = Insert(t, parts[i].name, Make(parts[i].loc));  // kImplicit
       depth += 1;
     } else if (child->is_table()) {
       if (child->origin_ == Value::Origin::kInline) {
-        return ErrorAt(parts[i].loc, absl::StrCat("cannot add a table to inline table ", name,
+        return ErrorAt(parts[i].loc, absl::StrCat("cannot add a table to inline table ", name(),
                                                   " defined at ", At(*child)));
       }
       depth += 1;
@@ -564,13 +585,12 @@ Status Parser::ParseHeader() {
       child = &elements.back();  // [[a]] then [a.b]: b goes into the latest a
       depth += 2;
     } else if (child->is_array()) {
-      return ErrorAt(parts[i].loc, absl::StrCat("key ", name, " is an array defined at ",
+      return ErrorAt(parts[i].loc, absl::StrCat("key ", name(), " is an array defined at ",
                                                 At(*child), ", not a table"));
     } else {
-      return ErrorAt(parts[i].loc,
-                     absl::StrCat("key ", name, " is already defined as ",
-                                  AsAbsl(TypeName(child->type())), " at ", At(*child),
-                                  " and cannot also be a table"));
+      return ErrorAt(parts[i].loc, absl::StrCat("key ", name(), " is already defined as ",
+                                                AsAbsl(TypeName(child->type())), " at ", At(*child),
+                                                " and cannot also be a table"));
     }
     if (depth > kMaxDepth) {
       return ErrorAt(parts[i].loc, absl::StrCat("nesting deeper than ", kMaxDepth, " levels"));
@@ -579,7 +599,7 @@ Status Parser::ParseHeader() {
   }
 
   const KeyPart& last = parts.back();
-  const std::string name = JoinKey("", parts, parts.size());
+  const auto name = [&parts] { return JoinKey("", parts, parts.size()); };
   Value* child = Lookup(t, last.name);
   if (!array) {
     depth += 1;
@@ -595,20 +615,23 @@ Status Parser::ParseHeader() {
           child->column_ = loc.column;
           break;
         case Value::Origin::kHeader:
-          return ErrorAt(loc, absl::StrCat("table ", name, " is already defined at ",
-                                           At(*child)));
+          return ErrorAt(loc,
+                         absl::StrCat("table ", name(), " is already defined at ", At(*child)));
         case Value::Origin::kDotted:
-          return ErrorAt(loc, absl::StrCat("table ", name, " is already defined by dotted keys at ",
-                                           At(*child)));
+          return ErrorAt(loc, absl::StrCat("table ", name(),
+                                           " is already defined by dotted keys at ", At(*child)));
         case Value::Origin::kInline:
-          return ErrorAt(loc, absl::StrCat("table ", name, " is already defined as an inline "
-                                           "table at ", At(*child)));
+          return ErrorAt(loc, absl::StrCat("table ", name(),
+                                           " is already defined as an inline "
+                                           "table at ",
+                                           At(*child)));
       }
     } else if (child->is_array() && child->array_of_tables_) {
-      return ErrorAt(loc, absl::StrCat("key ", name, " is already an array of tables (defined at ",
-                                       At(*child), "), not a table"));
+      return ErrorAt(loc,
+                     absl::StrCat("key ", name(), " is already an array of tables (defined at ",
+                                  At(*child), "), not a table"));
     } else {
-      return ErrorAt(loc, absl::StrCat("key ", name, " is already defined as ",
+      return ErrorAt(loc, absl::StrCat("key ", name(), " is already defined as ",
                                        AsAbsl(TypeName(child->type())), " at ", At(*child),
                                        " and cannot also be a table"));
     }
@@ -620,10 +643,10 @@ Status Parser::ParseHeader() {
       arr.array_of_tables_ = true;
       child = Insert(t, last.name, std::move(arr));
     } else if (child->is_array() && !child->array_of_tables_) {
-      return ErrorAt(loc, absl::StrCat("cannot append to static array ", name, " defined at ",
-                                       At(*child)));
+      return ErrorAt(
+          loc, absl::StrCat("cannot append to static array ", name(), " defined at ", At(*child)));
     } else if (!child->is_array()) {
-      return ErrorAt(loc, absl::StrCat("key ", name, " is already defined as ",
+      return ErrorAt(loc, absl::StrCat("key ", name(), " is already defined as ",
                                        AsAbsl(TypeName(child->type())), " at ", At(*child),
                                        " and cannot also be an array of tables"));
     }
@@ -780,10 +803,14 @@ namespace {
 bool ReadDigits(std::string_view s, size_t* i, int base, std::string* out) {
   const auto is_digit = [base](char c) {
     switch (base) {
-      case 2: return c == '0' || c == '1';
-      case 8: return c >= '0' && c <= '7';
-      case 16: return IsHexDigit(c);
-      default: return IsDigit(c);
+      case 2:
+        return c == '0' || c == '1';
+      case 8:
+        return c >= '0' && c <= '7';
+      case 16:
+        return IsHexDigit(c);
+      default:
+        return IsDigit(c);
     }
   };
   if (*i >= s.size() || !is_digit(s[*i])) return false;
@@ -803,7 +830,9 @@ bool ReadDigits(std::string_view s, size_t* i, int base, std::string* out) {
 }  // namespace
 
 Status Parser::ParseNumber(std::string_view token, Loc loc, Value* out) {
-  const auto invalid = [&]() { return ErrorAt(loc, absl::StrCat("invalid number ", Quote(token))); };
+  const auto invalid = [&]() {
+    return ErrorAt(loc, absl::StrCat("invalid number ", Quote(token)));
+  };
   std::string_view body = token;
   bool negative = false;
   const bool has_sign = !body.empty() && (body[0] == '+' || body[0] == '-');
@@ -905,21 +934,35 @@ Status Parser::ParseEscape(std::string* out) {
   if (AtEnd()) return ErrorAt(loc, "unterminated string");
   const char c = text_[pos_++];
   switch (c) {
-    case 'b': out->push_back('\b'); return absl::OkStatus();
-    case 't': out->push_back('\t'); return absl::OkStatus();
-    case 'n': out->push_back('\n'); return absl::OkStatus();
-    case 'f': out->push_back('\f'); return absl::OkStatus();
-    case 'r': out->push_back('\r'); return absl::OkStatus();
-    case '"': out->push_back('"'); return absl::OkStatus();
-    case '\\': out->push_back('\\'); return absl::OkStatus();
+    case 'b':
+      out->push_back('\b');
+      return absl::OkStatus();
+    case 't':
+      out->push_back('\t');
+      return absl::OkStatus();
+    case 'n':
+      out->push_back('\n');
+      return absl::OkStatus();
+    case 'f':
+      out->push_back('\f');
+      return absl::OkStatus();
+    case 'r':
+      out->push_back('\r');
+      return absl::OkStatus();
+    case '"':
+      out->push_back('"');
+      return absl::OkStatus();
+    case '\\':
+      out->push_back('\\');
+      return absl::OkStatus();
     case 'u':
     case 'U': {
       const size_t n = c == 'u' ? 4 : 8;
       uint32_t cp = 0;
       for (size_t k = 0; k < n; ++k) {
         if (AtEnd() || !IsHexDigit(text_[pos_])) {
-          return ErrorAt(loc, absl::StrCat("\\", std::string(1, c), " needs ", n,
-                                           " hexadecimal digits"));
+          return ErrorAt(
+              loc, absl::StrCat("\\", std::string(1, c), " needs ", n, " hexadecimal digits"));
         }
         cp = (cp << 4) | static_cast<uint32_t>(HexValue(text_[pos_++]));
       }
@@ -934,8 +977,8 @@ Status Parser::ParseEscape(std::string* out) {
       if (c > 0x20 && c < 0x7f) {
         return ErrorAt(loc, absl::StrCat("invalid escape sequence \\", std::string(1, c)));
       }
-      return ErrorAt(loc, absl::StrCat("invalid escape sequence: '\\' followed by ",
-                                       Describe(pos_ - 1)));
+      return ErrorAt(
+          loc, absl::StrCat("invalid escape sequence: '\\' followed by ", Describe(pos_ - 1)));
   }
 }
 
@@ -954,8 +997,8 @@ Status Parser::ParseBasicString(std::string* out) {
     } else if (c == '\n' || NewlineAt(pos_) == 2) {
       return ErrorAt(open, "unterminated string (use \"\"\" for a multi-line string)");
     } else if (IsForbiddenControl(c)) {
-      return ErrorHere(absl::StrCat("control character ", Describe(pos_),
-                                    " must be escaped in a string"));
+      return ErrorHere(
+          absl::StrCat("control character ", Describe(pos_), " must be escaped in a string"));
     } else {
       out->push_back(static_cast<char>(c));
       ++pos_;
@@ -1024,8 +1067,8 @@ Status Parser::ParseMultilineBasicString(std::string* out) {
       out->push_back('\n');
       pos_ += nl;
     } else if (IsForbiddenControl(c)) {
-      return ErrorHere(absl::StrCat("control character ", Describe(pos_),
-                                    " must be escaped in a string"));
+      return ErrorHere(
+          absl::StrCat("control character ", Describe(pos_), " must be escaped in a string"));
     } else {
       out->push_back(static_cast<char>(c));
       ++pos_;
@@ -1130,8 +1173,8 @@ Result<double> GetDouble(const Value& table, std::string_view key,
     constexpr int64_t kExact = int64_t{1} << 53;  // doubles hold every integer up to here
     const int64_t i = v->as_int();
     if (i > kExact || i < -kExact) {
-      return v->Error(absl::StrCat(AsAbsl(key), ": integer ", i,
-                                   " is not exactly representable as a float"));
+      return v->Error(
+          absl::StrCat(AsAbsl(key), ": integer ", i, " is not exactly representable as a float"));
     }
     return static_cast<double>(i);
   }

@@ -119,7 +119,9 @@ TEST(TomlTest, EmptyAndCommentOnlyDocuments) {
 }
 
 TEST(TomlTest, AcceptsByteOrderMarkAndCrlf) {
-  const Value root = MustParse("\xEF\xBB\xBF" "a = 1\r\n[t]\r\nb = 'x'\r\n");
+  const Value root = MustParse(
+      "\xEF\xBB\xBF"
+      "a = 1\r\n[t]\r\nb = 'x'\r\n");
   EXPECT_EQ(At(root, {"a"}).as_int(), 1);
   EXPECT_EQ(At(root, {"a"}).column(), 5);
   EXPECT_EQ(At(root, {"t", "b"}).as_string(), "x");
@@ -253,7 +255,9 @@ tab = "a	b"
   EXPECT_EQ(At(root, {"plain"}).as_string(), "hello world");
   EXPECT_EQ(At(root, {"escapes"}).as_string(), "q\" b\\ n\n t\t r\r b\b f\f");
   EXPECT_EQ(At(root, {"u4"}).as_string(), "\xC3\xA9\xE4\xB8\xAD");
-  EXPECT_EQ(At(root, {"u8"}).as_string(), "\xF0\x9F\x98\x80" "A");
+  EXPECT_EQ(At(root, {"u8"}).as_string(),
+            "\xF0\x9F\x98\x80"
+            "A");
   EXPECT_EQ(At(root, {"nul"}).as_string(), std::string(1, '\0'));
   EXPECT_EQ(At(root, {"raw_utf8"}).as_string(), "h\xC3\xA9llo \xE2\x9C\x93");
   EXPECT_EQ(At(root, {"tab"}).as_string(), "a\tb");
@@ -473,8 +477,7 @@ TEST(TomlTest, NestingIsCappedAtMaxDepth) {
 
   const std::string deep_array =
       "a = " + std::string(kMaxDepth + 1, '[') + std::string(kMaxDepth + 1, ']');
-  EXPECT_THAT(ParseError(deep_array),
-              StartsWith("t.toml:1:133: nesting deeper than 128 levels"));
+  EXPECT_THAT(ParseError(deep_array), StartsWith("t.toml:1:133: nesting deeper than 128 levels"));
   EXPECT_THAT(ParseError("a = " + std::string(100000, '[')), HasSubstr("nesting deeper than"));
   std::string deep_inline = "a = ";
   for (int i = 0; i < 200; ++i) deep_inline += "{b = ";
@@ -592,8 +595,8 @@ TEST(TomlErrorTest, ControlCharactersAndEncoding) {
   EXPECT_EQ(ParseError("a = \"\"\"x\ry\"\"\""),
             "t.toml:1:9: control character U+000D must be escaped in a string");
   EXPECT_EQ(ParseError("a = 1\nb = \"caf\xC3\"\n"), "t.toml:2:9: invalid UTF-8");
-  EXPECT_EQ(ParseError("a = \"\xC0\xAF\""), "t.toml:1:6: invalid UTF-8");          // overlong
-  EXPECT_EQ(ParseError("é = \"\xED\xA0\x80\""), "t.toml:1:6: invalid UTF-8");   // surrogate
+  EXPECT_EQ(ParseError("a = \"\xC0\xAF\""), "t.toml:1:6: invalid UTF-8");      // overlong
+  EXPECT_EQ(ParseError("é = \"\xED\xA0\x80\""), "t.toml:1:6: invalid UTF-8");  // surrogate
   EXPECT_EQ(ParseError("# \xFF\n"), "t.toml:1:3: invalid UTF-8");
   EXPECT_EQ(ParseError("a = 1\n\x00"s), "t.toml:2:1: expected a key, found U+0000");
 }
@@ -602,9 +605,10 @@ TEST(TomlErrorTest, Numbers) {
   const auto number_error = [](std::string_view value) {
     return ParseError(absl::StrCat("key = ", AsAbsl(value), "\n"));
   };
-  for (const char* bad : {"1__2", "_1", "1_", "0x", "0x_1", "0xG", "0b102", "0o8", "1e", "1e+",
-                          "1.", "1.e5", ".5", "1._5", "1e_5", "+", "-", "1.2.3", "0X1F", "1f",
-                          "+-1", "1e5.0", "++1", "0b", "1_000_", "infinity", "+nan1"}) {
+  for (const char* bad :
+       {"1__2", "_1", "1_",   "0x",    "0x_1", "0xG",  "0b102",  "0o8",      "1e",
+        "1e+",  "1.", "1.e5", ".5",    "1._5", "1e_5", "+",      "-",        "1.2.3",
+        "0X1F", "1f", "+-1",  "1e5.0", "++1",  "0b",   "1_000_", "infinity", "+nan1"}) {
     SCOPED_TRACE(bad);
     EXPECT_THAT(number_error(bad), StartsWith("t.toml:1:7: invalid "));
   }
@@ -665,8 +669,9 @@ TEST(TomlErrorTest, TrailingGarbageAndBadValues) {
 }
 
 TEST(TomlErrorTest, Headers) {
-  EXPECT_EQ(ParseError("[a"), "t.toml:1:3: expected ']' to close the table header, found end of "
-                              "input");
+  EXPECT_EQ(ParseError("[a"),
+            "t.toml:1:3: expected ']' to close the table header, found end of "
+            "input");
   EXPECT_EQ(ParseError("[[a]\n"),
             "t.toml:1:5: expected ']]' to close the array of tables header, found a newline");
   EXPECT_EQ(ParseError("[[a] ]\n"),
@@ -674,8 +679,9 @@ TEST(TomlErrorTest, Headers) {
   EXPECT_EQ(ParseError("[]"), "t.toml:1:2: expected a key, found ']'");
   EXPECT_EQ(ParseError("[a.]"), "t.toml:1:4: expected a key, found ']'");
   EXPECT_EQ(ParseError("[ [a]]"), "t.toml:1:3: expected a key, found '['");
-  EXPECT_EQ(ParseError("[a\nb]"), "t.toml:1:3: expected ']' to close the table header, found a "
-                                  "newline");
+  EXPECT_EQ(ParseError("[a\nb]"),
+            "t.toml:1:3: expected ']' to close the table header, found a "
+            "newline");
 }
 
 TEST(TomlErrorTest, ArraysAndInlineTables) {
@@ -704,8 +710,9 @@ TEST(TomlErrorTest, ArraysAndInlineTables) {
 // --- typed getters ---
 
 TEST(TomlGetTest, TypedGettersReturnValuesDefaultsAndLocatedErrors) {
-  const Value root = MustParse("[server]\nport = 9000\nname = \"r\"\nratio = 4\nfrac = 0.5\n"
-                               "on = true\nbig = 9007199254740993\n");
+  const Value root = MustParse(
+      "[server]\nport = 9000\nname = \"r\"\nratio = 4\nfrac = 0.5\n"
+      "on = true\nbig = 9007199254740993\n");
   const Value& server = At(root, {"server"});
   EXPECT_EQ(*GetInt(server, "port"), 9000);
   EXPECT_EQ(*GetInt(server, "missing", 7), 7);
@@ -770,7 +777,8 @@ TEST(TomlGetTest, ValueBasics) {
 
 TEST(TomlGetTest, WrongAccessorAborts) {
   const Value root = MustParse("n = 1");
-  EXPECT_DEATH((void)At(root, {"n"}).as_string(), "as_string\\(\\) called on a value of type integer");
+  EXPECT_DEATH((void)At(root, {"n"}).as_string(),
+               "as_string\\(\\) called on a value of type integer");
 }
 
 // --- files ---
@@ -798,8 +806,7 @@ TEST(TomlFileTest, ParseFileReadsAndNamesThePath) {
 
   const Result<Value> missing = ParseFile("/nonexistent/dir/tables.toml");
   EXPECT_EQ(missing.status().code(), absl::StatusCode::kNotFound);
-  EXPECT_THAT(std::string(missing.status().message()),
-              HasSubstr("/nonexistent/dir/tables.toml"));
+  EXPECT_THAT(std::string(missing.status().message()), HasSubstr("/nonexistent/dir/tables.toml"));
 }
 
 }  // namespace

@@ -145,7 +145,8 @@ Status Table::Insert(Item item, absl::Duration timeout, const bool* cancelled) {
                                                        it->second.ToString()));
       }
     }
-    for (const auto& [sig_name, sig_type] : signature_->columns) {
+    for (const auto& sig_column : signature_->columns) {
+      const std::string& sig_name = sig_column.first;
       const bool present = std::any_of(item.columns.begin(), item.columns.end(),
                                        [&](const TrajectoryColumn& c) { return c.name == sig_name; });
       if (!present) {

@@ -48,7 +48,8 @@ Status StepBuffer::Append(const std::vector<StepValue>& step) {
   // Every column of the episode gets a value at every step, so items never
   // pair misaligned steps (regression: a column missing from a step went
   // unnoticed until its next value).
-  for (const auto& [name, c] : columns_) {
+  for (const auto& entry : columns_) {
+    const std::string& name = entry.first;
     const bool present = std::any_of(step.begin(), step.end(), [&](const StepValue& v) { return v.column == name; });
     if (!present) {
       return absl::InvalidArgumentError(absl::StrCat("append: step ", episode_steps_, " has no value for column '",

@@ -66,6 +66,19 @@ std::string ConfigDifferences(const Table& configured, const Table& restored) {
 
 absl::Duration TimeoutFromMs(int64_t ms) { return ms > 0 ? absl::Milliseconds(ms) : absl::InfiniteDuration(); }
 
+// Rewrites "timed out after <slice>" in a table's DeadlineExceeded message
+// to the caller's whole timeout.
+Status WithTimeout(const Status& s, absl::Duration timeout) {
+  std::string msg(s.message());
+  constexpr std::string_view kAfter = "timed out after ";
+  const size_t at = msg.find(kAfter);
+  if (at == std::string::npos) return s;
+  const size_t from = at + kAfter.size();
+  const size_t to = msg.find_first_of(" :\n", from);
+  msg.replace(from, (to == std::string::npos ? msg.size() : to) - from, absl::FormatDuration(timeout));
+  return absl::DeadlineExceededError(msg);
+}
+
 // Runs `call(slice)` until it returns something other than DeadlineExceeded,
 // the overall `timeout` passes, or the RPC is cancelled.
 template <typename T, typename F>
@@ -75,7 +88,11 @@ T WaitInSlices(grpc::ServerContext* ctx, absl::Duration timeout, F call) {
     if (ctx->IsCancelled()) return T(absl::CancelledError("the call was cancelled (client gone or server stopping)"));
     const absl::Duration left = deadline - absl::Now();
     T r = call(std::max(absl::ZeroDuration(), std::min(left, kWaitSlice)));
-    if (!r.ok() && absl::IsDeadlineExceeded(StatusOf(r)) && absl::Now() < deadline) continue;
+    if (!r.ok() && absl::IsDeadlineExceeded(StatusOf(r))) {
+      if (absl::Now() < deadline) continue;
+      // The table names the last slice; the caller wants its own timeout.
+      return T(WithTimeout(StatusOf(r), timeout));
+    }
     return r;
   }
 }

@@ -116,8 +116,11 @@ TEST(ReplayServiceTest, QueueHandsEachItemToExactlyOneOfTwoClients) {
   std::vector<int32_t> want(20);
   for (int i = 0; i < 20; ++i) want[i] = i;
   EXPECT_EQ(seen, want);  // FIFO order, each once
-  auto empty = c1.Sample("q", 1, absl::Milliseconds(200));
+  auto empty = c1.Sample("q", 1, absl::Milliseconds(250));
   EXPECT_TRUE(absl::IsDeadlineExceeded(empty.status())) << empty.status();
+  // The message names the caller's timeout, not the server's wait slices.
+  EXPECT_NE(std::string(empty.status().message()).find("timed out after 250ms"), std::string::npos)
+      << empty.status();
   // A batch that waits for an insert from another client.
   std::thread later([&] {
     AppendSteps(*w, 100, 2);

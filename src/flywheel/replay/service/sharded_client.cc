@@ -33,23 +33,36 @@ Status ShardedWriter::EndEpisode() {
 Status ShardedWriter::Flush(absl::Duration timeout) {
   const absl::Time deadline =
       timeout == absl::InfiniteDuration() ? absl::InfiniteFuture() : absl::Now() + timeout;
-  Status first;
+  std::vector<Status> all;
   for (auto& w : writers_) {
     const absl::Duration left =
         deadline == absl::InfiniteFuture() ? absl::InfiniteDuration() : std::max(deadline - absl::Now(), absl::ZeroDuration());
-    Status s = w->Flush(left);
-    if (first.ok()) first = s;
+    all.push_back(w->Flush(left));
   }
-  return first;
+  return Combined(all);
 }
 
 Status ShardedWriter::Close() {
+  std::vector<Status> all;
+  for (auto& w : writers_) all.push_back(w->Close());
+  return Combined(all);
+}
+
+// The first error, with the others' messages appended: Flush clears each
+// writer's error, so none may be dropped.
+Status ShardedWriter::Combined(const std::vector<Status>& all) {
   Status first;
-  for (auto& w : writers_) {
-    Status s = w->Close();
-    if (first.ok()) first = s;
+  std::string others;
+  for (size_t s = 0; s < all.size(); ++s) {
+    if (all[s].ok()) continue;
+    if (first.ok()) {
+      first = all[s];
+    } else {
+      absl::StrAppend(&others, "; also from server ", s, ": ", all[s].message());
+    }
   }
-  return first;
+  if (others.empty()) return first;
+  return Status(first.code(), absl::StrCat(first.message(), others));
 }
 
 // --------------------------------------------------------------- ShardedSampler

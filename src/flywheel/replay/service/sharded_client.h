@@ -58,7 +58,8 @@ class ShardedWriter {
                              absl::Duration timeout = absl::InfiniteDuration());
   // Ends the episode on its server and moves to the next server.
   Status EndEpisode();
-  // Flushes every server's stream; the first error wins.
+  // Flushes every server's stream; returns the first error with the other
+  // servers' errors appended to its message.
   Status Flush(absl::Duration timeout = absl::InfiniteDuration());
   Status Close();
 
@@ -68,6 +69,7 @@ class ShardedWriter {
  private:
   friend class ShardedClient;
   ShardedWriter(std::vector<std::unique_ptr<RemoteWriter>> writers, int first);
+  static Status Combined(const std::vector<Status>& all);
 
   std::vector<std::unique_ptr<RemoteWriter>> writers_;
   int current_;
