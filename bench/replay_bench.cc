@@ -13,16 +13,25 @@
 //   latency  single-sample latency p50/p99 at --items from a Prioritized(0.6)
 //            table; baseline: the same percentile of a locked unordered_map
 //            lookup + 16-byte copy.
+//   checkpoint  a checkpoint of a --items table of small items while one
+//            thread inserts and one samples: the longest time the table was
+//            locked (Checkpoint's max_pause) against the whole checkpoint's
+//            duration, which is how long a blocking checkpoint would stop
+//            every call; and the slowest insert during the checkpoint
+//            against the slowest insert in as long a window without one.
 // Results: bench/results/replay.json (see docs/benchmarks.md).
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <mutex>
 #include <random>
+#include <thread>
 #include <unordered_map>
 
 #include "bench_util.h"
 #include "flywheel/base/rng.h"
 #include "flywheel/format/codec.h"
+#include "flywheel/replay/checkpoint.h"
 #include "flywheel/replay/table.h"
 
 namespace flywheel::bench {
@@ -205,20 +214,89 @@ void RunLatency(const Flags& flags, Report& report) {
   }
 }
 
+// Inserts and samples on `table` until `stop`, recording each insert's time.
+struct Load {
+  explicit Load(Table* table, uint64_t first_key) {
+    inserter = std::thread([this, table, first_key] {
+      for (uint64_t k = first_key; !stop.load(); ++k) {
+        const double a = Now();
+        Check(table->Insert(SmallItem(k, 1.0)), "insert under load");
+        const double us = (Now() - a) * 1e6;
+        std::lock_guard<std::mutex> lock(mu);
+        insert_us.push_back(us);
+      }
+    });
+    sampler = std::thread([this, table] {
+      while (!stop.load()) CheckResult(table->Sample(), "sample under load");
+    });
+  }
+  std::vector<double> Finish() {
+    stop = true;
+    inserter.join();
+    sampler.join();
+    return insert_us;
+  }
+  std::atomic<bool> stop{false};
+  std::mutex mu;
+  std::vector<double> insert_us;
+  std::thread inserter, sampler;
+};
+
+void RunCheckpoint(const Flags& flags, Report& report) {
+  const int64_t n = flags.Int("items");
+  // Full: each insert of the load evicts the oldest item, so the table keeps
+  // its size and no hash-map or sum-tree growth lands in either window.
+  auto table = MakeTable("checkpointed", replay::NewPrioritizedSelector(0.6, 5), n);
+  for (int64_t i = 0; i < n; ++i) {
+    Check(table->Insert(SmallItem(static_cast<uint64_t>(i) + 1, 0.1 + static_cast<double>(i % 997))), "insert");
+  }
+  TempDir tmp;
+  replay::CheckpointOptions co;
+  co.fs = io::PosixFileSystem(io::PosixOptions{.sync = false});  // the pause, not the disk, is measured
+  double duration_s = 0;
+  std::vector<double> during, without;
+  absl::Duration pause;
+  {
+    Load load(table.get(), static_cast<uint64_t>(n) + 1);
+    absl::SleepFor(absl::Milliseconds(100));
+    auto r = CheckResult(replay::Checkpoint({table.get()}, tmp.path() + "/ckpt", co), "checkpoint");
+    during = load.Finish();
+    pause = r.max_pause;
+    duration_s = absl::ToDoubleSeconds(r.duration);
+  }
+  {
+    Load load(table.get(), static_cast<uint64_t>(10 * n) + 1);
+    absl::SleepFor(absl::Milliseconds(100) + absl::Seconds(duration_s));
+    without = load.Finish();
+  }
+  const double pause_ms = absl::ToDoubleMilliseconds(pause);
+  report.Add({"checkpoint/max-pause", "ms", pause_ms, "whole checkpoint (a blocking checkpoint's pause)",
+              duration_s * 1e3, 0,
+              absl::StrCat(n, " items, 1 inserter (evicting) + 1 sampler running; ratio = locked time / "
+                              "checkpoint time (lower is better)")});
+  const double worst_during = *std::max_element(during.begin(), during.end()) / 1e3;
+  const double worst_without = *std::max_element(without.begin(), without.end()) / 1e3;
+  report.Add({"checkpoint/slowest-insert", "ms", worst_during, "slowest insert, same load, no checkpoint",
+              worst_without, 0,
+              absl::StrCat(during.size(), " inserts during the checkpoint, ", without.size(),
+                           " without; 2 busy threads + the checkpoint on this machine's CPUs")});
+}
+
 }  // namespace
 }  // namespace flywheel::bench
 
 int main(int argc, char** argv) {
   using namespace flywheel::bench;
   Flags flags(argc, argv,
-              {{"items", "1000000"}, {"large_items", "20000"}, {"benchmarks", "small,large,latency"},
+              {{"items", "1000000"}, {"large_items", "20000"}, {"benchmarks", "small,large,latency,checkpoint"},
                {"out", SourceDir() + "/bench/results"}},
-              "replay_bench [--items=N] [--large_items=N] [--benchmarks=small,large,latency] [--out=DIR]");
+              "replay_bench [--items=N] [--large_items=N] [--benchmarks=small,large,latency,checkpoint] [--out=DIR]");
   Report report("replay", "in-process replay: inserts, samples, latency");
   for (const auto& b : flags.List("benchmarks")) {
     if (b == "small") RunSmall(flags, report);
     else if (b == "large") RunLarge(flags, report);
     else if (b == "latency") RunLatency(flags, report);
+    else if (b == "checkpoint") RunCheckpoint(flags, report);
     else {
       std::fprintf(stderr, "replay_bench: unknown benchmark '%s'\n", b.c_str());
       return 2;

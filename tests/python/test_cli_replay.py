@@ -130,3 +130,53 @@ def test_non_loopback_and_unreachable_servers_are_refused(tmp_path):
     assert "--help" not in r.stderr
     help_text = fw("serve", "--help").stdout
     assert "--checkpoint-interval" in help_text and "--example-config" in help_text
+
+
+def test_kill_9_mid_checkpoint_restarts_from_the_previous_complete_one(tmp_path):
+    """`flywheel replay serve` with frequent checkpoints of a table big enough
+    that checkpoints take a while, killed with SIGKILL at random moments: every
+    restart serves a complete checkpoint holding exactly the items inserted."""
+    import random
+
+    import numpy as np
+
+    from flywheel import _core, replay
+    if not _core.replay_service_available:
+        pytest.skip("built without the gRPC replay service")
+    cfg = tmp_path / "tables.toml"
+    ckpt = tmp_path / "ckpt"
+    cfg.write_text(f'port = 0\ncheckpoint_dir = "{ckpt}"\ncheckpoint_interval_s = 0.05\n'
+                   f'checkpoint_keep_last = 2\n[[table]]\nname = "t"\nmax_size = 100000\n')
+    n = 4000
+    s = Serve("--config", cfg)
+    with replay.Client(s.address) as client, client.writer(chunk_length=8) as w:
+        for i in range(n):
+            w.append({"obs": np.full(256, i, np.float32)})
+            w.create_item("t", 1.0, {"obs": 1}, timeout=30)
+        w.flush(timeout=60)
+    # Wait until one checkpoint holds everything, so every later one does too.
+    deadline = time.monotonic() + 60
+    while True:
+        done = [d for d in sorted(os.listdir(ckpt)) if (ckpt / d / "CHECKPOINT").exists()]
+        if done and json.loads((ckpt / done[-1] / "CHECKPOINT").read_text())["num_items"] == n:
+            break
+        assert time.monotonic() < deadline, "no complete checkpoint of all items"
+        time.sleep(0.05)
+    rng = random.Random(7)
+    incomplete_seen = kills = 0
+    while kills < 4 or (incomplete_seen == 0 and kills < 40):
+        kills += 1
+        time.sleep(rng.uniform(0.0, 0.3))
+        s.proc.kill()  # SIGKILL, quite likely mid-checkpoint (they run back to back)
+        s.proc.communicate(timeout=60)
+        listing = sorted(os.listdir(ckpt))
+        complete = [d for d in listing if (ckpt / d / "CHECKPOINT").exists()]
+        incomplete_seen += len(listing) - len(complete)
+        s = Serve("--config", cfg)
+        line = s.proc.stdout.readline().strip()
+        assert line == f"flywheel replay: restored checkpoint {int(complete[-1])}", (line, listing)
+        assert f"t ({n} items)" in s.lines[0]
+    rc, err = s.stop()
+    assert rc == 0, err
+    # At least one kill landed mid-checkpoint (an unmarked directory was left).
+    assert incomplete_seen >= 1, f"{kills} kills, none mid-checkpoint"
