@@ -32,44 +32,75 @@ Status RemoteWriterOptions::Validate() const {
   if (max_in_flight_items < 1) {
     return absl::InvalidArgumentError(absl::StrCat("max_in_flight_items ", max_in_flight_items, " must be >= 1"));
   }
+  if (reconnect_timeout < absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("reconnect_timeout ", absl::FormatDuration(reconnect_timeout), " must be >= 0"));
+  }
   return absl::OkStatus();
 }
 
 // ---------------------------------------------------------------- RemoteWriter
 
+namespace {
+
+// A broken insert stream worth reopening: the server went away, stopped or
+// restarted (or ended the stream without an error we did not ask for).
+bool Retryable(const Status& s) {
+  return s.ok() || absl::IsUnavailable(s) || absl::IsCancelled(s);
+}
+
+}  // namespace
+
 RemoteWriter::RemoteWriter(std::shared_ptr<grpc::Channel> channel, RemoteWriterOptions options)
-    : options_(options), ctx_(std::make_unique<grpc::ClientContext>()), steps_(options.writer) {
-  auto stub = proto::ReplayService::NewStub(channel);
-  stream_ = stub->InsertStream(ctx_.get());
-  reader_ = std::thread([this] { ReadAcks(); });
+    : channel_(std::move(channel)), options_(options), steps_(options.writer) {
+  OpenStream();
 }
 
 RemoteWriter::~RemoteWriter() {
-  if (!finished_) {
+  if (stream_ != nullptr) {
     ctx_->TryCancel();
-    Finish().IgnoreError();
+    EndStream().IgnoreError();
   }
+}
+
+void RemoteWriter::OpenStream() {
+  ctx_ = std::make_unique<grpc::ClientContext>();
+  stream_ = proto::ReplayService::NewStub(channel_)->InsertStream(ctx_.get());
+  {
+    absl::MutexLock lock(&mu_);
+    stream_done_ = false;
+  }
+  reader_ = std::thread([this] { ReadAcks(); });
 }
 
 void RemoteWriter::ReadAcks() {
   proto::InsertStreamResponse resp;
   while (stream_->Read(&resp)) {
     absl::MutexLock lock(&mu_);
-    in_flight_--;
-    if (resp.code() != 0 && item_error_.ok()) item_error_ = FromWire(resp.code(), resp.message());
+    // Acks come in the order items were sent on this stream.
+    auto it = pending_.begin();
+    while (it != pending_.end() && it->key != resp.key()) ++it;
+    bool resent = false;
+    if (it != pending_.end()) {
+      resent = it->resent;
+      pending_.erase(it);
+    }
+    const bool duplicate_of_resend = resent && resp.code() == static_cast<int32_t>(absl::StatusCode::kAlreadyExists);
+    if (resp.code() != 0 && !duplicate_of_resend && item_error_.ok()) {
+      item_error_ = FromWire(resp.code(), resp.message());
+    }
   }
   absl::MutexLock lock(&mu_);
   stream_done_ = true;
 }
 
-// Joins the reader and collects the stream's final status.
-Status RemoteWriter::Finish() {
-  if (finished_) return final_status_;
-  finished_ = true;
+Status RemoteWriter::EndStream() {
+  if (stream_ == nullptr) return absl::OkStatus();
   if (reader_.joinable()) reader_.join();
-  final_status_ = FromGrpc(stream_->Finish());
-  if (!final_status_.ok()) final_status_ = Annotate(final_status_, "replay insert stream");
-  return final_status_;
+  Status s = FromGrpc(stream_->Finish());
+  stream_.reset();
+  ctx_.reset();
+  return s.ok() ? s : Annotate(s, "replay insert stream");
 }
 
 Status RemoteWriter::TakeError() {
@@ -78,76 +109,109 @@ Status RemoteWriter::TakeError() {
   return s;
 }
 
-Status RemoteWriter::Append(const std::vector<StepValue>& step) { return steps_.Append(step); }
-
-Result<ItemKey> RemoteWriter::CreateItem(const std::string& table, double priority,
-                                         const std::vector<std::pair<std::string, int64_t>>& trajectory,
-                                         absl::Duration timeout) {
-  if (finished_) return absl::FailedPreconditionError("create_item: the writer is closed");
-  if (trajectory.empty()) return absl::InvalidArgumentError("create_item: empty trajectory");
-  {
-    // Room in the run-ahead window first, so a failure leaves no trace.
-    absl::MutexLock lock(&mu_);
-    FW_RETURN_IF_ERROR(TakeError());
-    auto room = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-      return in_flight_ < options_.max_in_flight_items || stream_done_;
-    };
-    if (!mu_.AwaitWithTimeout(absl::Condition(&room), timeout)) {
-      return absl::DeadlineExceededError(absl::StrCat("create_item: ", in_flight_,
-                                                      " items still unacknowledged by the server after ",
-                                                      absl::FormatDuration(timeout)));
-    }
-    FW_RETURN_IF_ERROR(TakeError());
-  }
-  bool done;
-  {
-    absl::MutexLock lock(&mu_);
-    done = stream_done_;
-  }
-  if (done) {
-    Status s = Finish();
-    return s.ok() ? absl::UnavailableError("create_item: the insert stream ended") : s;
-  }
+bool RemoteWriter::Send(const Pending& p) {
   proto::InsertStreamRequest req;
-  std::vector<const Chunk*> to_send;
   proto::Item* item = req.add_items();
-  item->set_table(table);
-  item->set_key(steps_.NextKey());
-  item->set_priority(priority);
-  FW_ASSIGN_OR_RETURN(std::vector<TrajectoryColumn> columns, steps_.Slice(trajectory));
-  for (ChunkKey k : steps_.TakeDropped()) {
-    if (sent_.erase(k)) release_.push_back(k);
-  }
-  for (const TrajectoryColumn& tc : columns) {
+  item->set_table(p.table);
+  item->set_key(p.key);
+  item->set_priority(p.priority);
+  for (const TrajectoryColumn& tc : p.columns) {
     proto::Column* col = item->add_columns();
     col->set_name(tc.name);
     col->set_offset(tc.offset);
     col->set_length(tc.length);
     for (const auto& chunk : tc.chunks) {
       col->add_chunk_keys(chunk->key());
-      if (!sent_.contains(chunk->key())) to_send.push_back(chunk.get());
+      if (sent_.insert(chunk->key()).second) ChunkToProto(*chunk, req.add_chunks());
     }
   }
-  req.set_timeout_ms(TimeoutToMs(timeout));
+  req.set_timeout_ms(p.timeout_ms);
   for (ChunkKey k : release_) req.add_release_chunk_keys(k);
   release_.clear();
-  // Commit: from here on the server is told about these chunks.
-  for (const Chunk* c : to_send) {
-    if (sent_.insert(c->key()).second) ChunkToProto(*c, req.add_chunks());
+  return stream_->Write(req);
+}
+
+Status RemoteWriter::Reconnect(const Status& broken, absl::Time deadline) {
+  if (!Retryable(broken) || options_.reconnect_timeout <= absl::ZeroDuration()) {
+    return broken.ok() ? absl::UnavailableError("the replay insert stream ended") : broken;
   }
-  const ItemKey key = item->key();
-  {
-    absl::MutexLock lock(&mu_);
-    in_flight_++;
-  }
-  if (!stream_->Write(req)) {
+  deadline = std::min(deadline, absl::Now() + options_.reconnect_timeout);
+  Status last = broken;
+  absl::Duration backoff = absl::Milliseconds(50);
+  while (true) {
+    // The new stream starts with an empty chunk cache on the server.
+    sent_.clear();
+    release_.clear();
+    OpenStream();
+    std::vector<Pending> resend;
     {
       absl::MutexLock lock(&mu_);
-      in_flight_--;
+      for (Pending& p : pending_) {
+        p.resent = true;
+        resend.push_back(p);
+      }
     }
-    Status s = Finish();
-    return s.ok() ? absl::UnavailableError("create_item: the insert stream ended") : s;
+    bool ok = true;
+    for (const Pending& p : resend) {
+      if (!(ok = Send(p))) break;
+    }
+    if (ok) {
+      reconnects_++;
+      return absl::OkStatus();
+    }
+    last = EndStream();
+    if (!Retryable(last)) return last;
+    if (absl::Now() + backoff > deadline) {
+      return absl::UnavailableError(absl::StrCat("replay insert stream broke and could not be reopened by the deadline (",
+                                                 resend.size(), " items unacknowledged); last error: ",
+                                                 last.ok() ? "stream ended" : std::string(last.message())));
+    }
+    absl::SleepFor(backoff);
+    backoff = std::min(backoff * 2, absl::Seconds(1));
   }
+}
+
+Status RemoteWriter::Append(const std::vector<StepValue>& step) { return steps_.Append(step); }
+
+Result<ItemKey> RemoteWriter::CreateItem(const std::string& table, double priority,
+                                         const std::vector<std::pair<std::string, int64_t>>& trajectory,
+                                         absl::Duration timeout) {
+  if (closed_) return absl::FailedPreconditionError("create_item: the writer is closed");
+  if (trajectory.empty()) return absl::InvalidArgumentError("create_item: empty trajectory");
+  const absl::Time deadline = timeout == absl::InfiniteDuration() ? absl::InfiniteFuture() : absl::Now() + timeout;
+  bool done = false;
+  {
+    // Room in the run-ahead window first, so a failure leaves no trace.
+    absl::MutexLock lock(&mu_);
+    FW_RETURN_IF_ERROR(TakeError());
+    auto room = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      return static_cast<int64_t>(pending_.size()) < options_.max_in_flight_items || stream_done_;
+    };
+    if (!mu_.AwaitWithDeadline(absl::Condition(&room), deadline)) {
+      return absl::DeadlineExceededError(absl::StrCat("create_item: ", pending_.size(),
+                                                      " items still unacknowledged by the server after ",
+                                                      absl::FormatDuration(timeout)));
+    }
+    FW_RETURN_IF_ERROR(TakeError());
+    done = stream_done_;
+  }
+  if (done) FW_RETURN_IF_ERROR_CTX(Reconnect(EndStream(), deadline), "create_item");
+  Pending p;
+  p.key = steps_.NextKey();
+  p.table = table;
+  p.priority = priority;
+  p.timeout_ms = TimeoutToMs(timeout);
+  FW_ASSIGN_OR_RETURN(p.columns, steps_.Slice(trajectory));
+  for (ChunkKey k : steps_.TakeDropped()) {
+    if (sent_.erase(k)) release_.push_back(k);
+  }
+  const ItemKey key = p.key;
+  {
+    absl::MutexLock lock(&mu_);
+    pending_.push_back(p);
+  }
+  // From here the item is the writer's to deliver: a break resends it.
+  if (!Send(p)) FW_RETURN_IF_ERROR_CTX(Reconnect(EndStream(), deadline), "create_item");
   return key;
 }
 
@@ -159,31 +223,35 @@ Status RemoteWriter::EndEpisode() {
 }
 
 Status RemoteWriter::Flush(absl::Duration timeout) {
-  if (finished_) return final_status_.ok() ? absl::FailedPreconditionError("flush: the writer is closed") : final_status_;
-  absl::MutexLock lock(&mu_);
-  auto done = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return in_flight_ == 0 || stream_done_; };
-  if (!mu_.AwaitWithTimeout(absl::Condition(&done), timeout)) {
-    return absl::DeadlineExceededError(absl::StrCat("flush: ", in_flight_, " items still unacknowledged after ",
-                                                    absl::FormatDuration(timeout)));
+  if (closed_) return close_status_.ok() ? absl::FailedPreconditionError("flush: the writer is closed") : close_status_;
+  const absl::Time deadline = timeout == absl::InfiniteDuration() ? absl::InfiniteFuture() : absl::Now() + timeout;
+  while (true) {
+    {
+      absl::MutexLock lock(&mu_);
+      auto done = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return pending_.empty() || stream_done_; };
+      if (!mu_.AwaitWithDeadline(absl::Condition(&done), deadline)) {
+        return absl::DeadlineExceededError(absl::StrCat("flush: ", pending_.size(),
+                                                        " items still unacknowledged after ",
+                                                        absl::FormatDuration(timeout)));
+      }
+      FW_RETURN_IF_ERROR(TakeError());
+      if (pending_.empty()) return absl::OkStatus();
+    }
+    // The stream broke with items unacknowledged: reopen and resend them.
+    FW_RETURN_IF_ERROR_CTX(Reconnect(EndStream(), deadline), "flush");
   }
-  FW_RETURN_IF_ERROR(TakeError());
-  if (stream_done_ && in_flight_ > 0) {
-    mu_.Unlock();
-    Status s = Finish();
-    mu_.Lock();
-    return s.ok() ? absl::UnavailableError("flush: the insert stream ended with items unacknowledged") : s;
-  }
-  return absl::OkStatus();
 }
 
 Status RemoteWriter::Close() {
-  if (finished_) return final_status_;
+  if (closed_) return close_status_;
   Status flushed = Flush();
-  if (!finished_) {
+  if (stream_ != nullptr) {
     stream_->WritesDone();
-    Status s = Finish();
+    Status s = EndStream();
     if (flushed.ok()) flushed = s;
   }
+  closed_ = true;
+  close_status_ = flushed;
   return flushed;
 }
 
@@ -301,6 +369,9 @@ Client::Client(const std::string& address, ClientOptions options) {
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(static_cast<int>(options.max_message_bytes));
   args.SetMaxSendMessageSize(static_cast<int>(options.max_message_bytes));
+  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, static_cast<int>(absl::ToInt64Milliseconds(options.min_reconnect_backoff)));
+  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, static_cast<int>(absl::ToInt64Milliseconds(options.min_reconnect_backoff)));
+  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, static_cast<int>(absl::ToInt64Milliseconds(options.max_reconnect_backoff)));
   channel_ = grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
 }
 

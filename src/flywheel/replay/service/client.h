@@ -47,12 +47,20 @@ class SampleStreamResponse;
 struct ClientOptions {
   // Largest message sent or accepted, bytes (> 0). Default 64 MiB, as the server.
   int64_t max_message_bytes = int64_t{64} << 20;
+  // gRPC's reconnect backoff for the channel (after a server went away):
+  // first and longest wait between connection attempts.
+  absl::Duration min_reconnect_backoff = absl::Milliseconds(100);
+  absl::Duration max_reconnect_backoff = absl::Seconds(2);
 };
 
 struct RemoteWriterOptions {
   WriterOptions writer;  // chunking, as TrajectoryWriter
   // Items sent but not yet acknowledged before CreateItem waits (>= 1). Default 64.
   int64_t max_in_flight_items = 64;
+  // When the insert stream breaks (the server went away or restarted), keep
+  // trying to open a new one for this long, then resend every item not yet
+  // acknowledged with the chunks it names. 0: fail instead. Default 30 s.
+  absl::Duration reconnect_timeout = absl::Seconds(30);
 
   Status Validate() const;
 };
@@ -74,6 +82,14 @@ struct RemoteTableInfo {
   std::string explain;  // Table::Explain() on the server
 };
 
+// Reconnects: if the stream breaks (UNAVAILABLE or CANCELLED: the server
+// went away, stopped or restarted), the next CreateItem or Flush opens a new
+// stream (retrying with backoff for up to `reconnect_timeout`) and resends
+// every unacknowledged item with the chunks it names, so no item is lost to
+// a restart. An item the old server did insert is refused by the new stream
+// with ALREADY_EXISTS when it is the same server still, which the writer
+// counts as acknowledged; a restarted server (e.g. from a checkpoint) takes
+// it again.
 class RemoteWriter {
  public:
   ~RemoteWriter();  // cancels the stream if Close() was not called
@@ -90,35 +106,55 @@ class RemoteWriter {
                              absl::Duration timeout = absl::InfiniteDuration());
   // As TrajectoryWriter::EndEpisode; the server may drop the episode's chunks.
   Status EndEpisode();
-  // Waits until every item sent is acknowledged; returns the first item
-  // error since the last Flush (then clears it), DeadlineExceeded, or the
-  // stream's error.
+  // Waits until every item sent is acknowledged (reconnecting as above);
+  // returns the first item error since the last Flush (then clears it),
+  // DeadlineExceeded, or the stream's error.
   Status Flush(absl::Duration timeout = absl::InfiniteDuration());
   // Flushes and ends the stream. Idempotent.
   Status Close();
 
   int64_t episode_steps() const { return steps_.episode_steps(); }
+  // Streams reopened after a break.
+  int64_t reconnects() const { return reconnects_; }
 
  private:
   friend class Client;
+  // An item sent and not yet acknowledged, kept whole for a resend.
+  struct Pending {
+    ItemKey key = 0;
+    std::string table;
+    double priority = 0;
+    std::vector<TrajectoryColumn> columns;  // hold the chunks alive
+    int64_t timeout_ms = 0;
+    bool resent = false;
+  };
   RemoteWriter(std::shared_ptr<grpc::Channel> channel, RemoteWriterOptions options);
+  void OpenStream();
+  // Joins the reader and returns the stream's final status (annotated).
+  Status EndStream();
+  // After a break: reopens the stream and resends `pending_`, retrying until
+  // `deadline`; the break's status when it is not one to retry.
+  Status Reconnect(const Status& broken, absl::Time deadline);
+  // Sends `p` with the chunks the server lacks (and pending releases).
+  bool Send(const Pending& p);
   void ReadAcks();
-  Status Finish();
   Status TakeError() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
+  std::shared_ptr<grpc::Channel> channel_;
   RemoteWriterOptions options_;
   std::unique_ptr<grpc::ClientContext> ctx_;
   std::unique_ptr<grpc::ClientReaderWriter<proto::InsertStreamRequest, proto::InsertStreamResponse>> stream_;
   std::thread reader_;
-  bool finished_ = false;
-  Status final_status_;
+  bool closed_ = false;
+  Status close_status_;
+  int64_t reconnects_ = 0;
 
   StepBuffer steps_;
   absl::flat_hash_set<ChunkKey> sent_;       // chunks the server holds for us
   std::vector<ChunkKey> release_;            // to release with the next message
 
   absl::Mutex mu_;
-  int64_t in_flight_ ABSL_GUARDED_BY(mu_) = 0;
+  std::deque<Pending> pending_ ABSL_GUARDED_BY(mu_);
   Status item_error_ ABSL_GUARDED_BY(mu_);
   bool stream_done_ ABSL_GUARDED_BY(mu_) = false;
 };

@@ -296,5 +296,76 @@ TEST(ReplayServiceTest, OversizedMessageIsRejectedAndServerGoesOn) {
   EXPECT_TRUE(other.Info().ok());
 }
 
+// A server restarted on the same port (here: empty; in production from its
+// checkpoint): the writer reopens its stream, resends what was not
+// acknowledged with the chunks it names, and later items still find their
+// chunks.
+TEST(ReplayServiceTest, WriterReconnectsToARestartedServerAndResendsUnacknowledgedItems) {
+  // Queue(2) with no sampler: the first 2 items are acknowledged, the rest
+  // wait on the rate limiter, unacknowledged, when the server goes away.
+  auto queue = MakeTable("t", RateLimiterOptions::Queue(2));
+  auto first = StartServer({queue});
+  const std::string address = first->address();
+  Client client(address);
+  auto w = client.NewWriter({.writer = {.chunk_length = 4}});
+  ASSERT_TRUE(w.ok()) << w.status();
+  AppendSteps(**w, 0, 6);
+  std::vector<ItemKey> keys;
+  for (int i = 0; i < 5; ++i) {
+    auto k = (*w)->CreateItem("t", 1.0, {{"action", 2}});  // steps 4 and 5
+    ASSERT_TRUE(k.ok()) << k.status();
+    keys.push_back(*k);
+  }
+  const absl::Time until = absl::Now() + absl::Seconds(20);
+  while (queue->Info().size < 2 && absl::Now() < until) absl::SleepFor(absl::Milliseconds(5));
+  ASSERT_EQ(queue->Info().size, 2);
+  first->Stop();
+  first.reset();
+
+  auto fresh = MakeTable("t");  // MinSize(1): takes everything
+  ServerOptions o;
+  o.address = address;
+  o.tables = {fresh};
+  auto second = StartServer(std::move(o));
+  // The 3 items the first server never acknowledged arrive at the second.
+  ASSERT_TRUE((*w)->Flush(absl::Seconds(30)).ok());
+  EXPECT_EQ((*w)->reconnects(), 1);
+  EXPECT_EQ(fresh->Info().size, 3);
+  // New items after the reconnect, naming steps whose chunks went to the
+  // first server only, are complete on the second.
+  AppendSteps(**w, 6, 3);
+  auto k = (*w)->CreateItem("t", 2.0, {{"action", 5}, {"obs", 1}});
+  ASSERT_TRUE(k.ok()) << k.status();
+  ASSERT_TRUE((*w)->Flush(absl::Seconds(30)).ok());
+  std::vector<int32_t> last;
+  for (int i = 0; i < 4; ++i) {
+    auto s = client.Sample("t", 1, absl::Seconds(10));
+    ASSERT_TRUE(s.ok()) << s.status();
+    if ((*s)[0].item->key == *k) last = Actions((*s)[0]);
+    if (i < 3) {
+      EXPECT_EQ((*s)[0].item->key, keys[2 + i]);
+      EXPECT_EQ(Actions((*s)[0]), (std::vector<int32_t>{4, 5}));
+    }
+  }
+  EXPECT_EQ(last, (std::vector<int32_t>{4, 5, 6, 7, 8}));
+  ASSERT_TRUE((*w)->Close().ok());
+}
+
+TEST(ReplayServiceTest, WriterWithoutReconnectReportsTheBrokenStream) {
+  auto t = MakeTable("t");
+  auto server = StartServer({t});
+  Client client(server->address());
+  auto w = client.NewWriter({.writer = {.chunk_length = 1}, .reconnect_timeout = absl::ZeroDuration()});
+  ASSERT_TRUE(w.ok());
+  AppendSteps(**w, 0, 1);
+  ASSERT_TRUE((*w)->CreateItem("t", 1.0, {{"action", 1}}).ok());
+  ASSERT_TRUE((*w)->Flush(absl::Seconds(10)).ok());
+  server->Stop();
+  AppendSteps(**w, 1, 1);
+  Status s = (*w)->CreateItem("t", 1.0, {{"action", 1}}).status();
+  if (s.ok()) s = (*w)->Flush(absl::Seconds(10));
+  EXPECT_TRUE(absl::IsUnavailable(s) || absl::IsCancelled(s)) << s;
+}
+
 }  // namespace
 }  // namespace flywheel::replay
