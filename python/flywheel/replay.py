@@ -44,7 +44,10 @@ from __future__ import annotations
 
 import math
 import os
+import queue as _queue
 import sys
+import threading
+import time
 from typing import Any, Dict, Iterator, Mapping, Optional, Sequence, Tuple, Union
 
 import numpy as np
@@ -676,6 +679,84 @@ class Writer(_StepWriter):
 # --------------------------------------------------------------------------- sampler
 
 
+_STOP_POLL = 0.1  # seconds: how often a prefetch thread checks that it should stop
+
+
+def _iterate(sample, batch_size: int, timeout: Optional[float], flexible: bool, prefetch: int) -> Iterator["Sample"]:
+    """Batches from ``sample(batch_size, timeout, flexible)`` until the table is
+    closed or a wait exceeds ``timeout``. With ``prefetch`` > 0 a background
+    thread keeps up to that many batches sampled ahead (the waits release the
+    GIL, so sampling overlaps the consumer's work)."""
+    if not isinstance(prefetch, int) or prefetch < 0:
+        raise ValueError(f"prefetch must be an int >= 0, got {prefetch!r}")
+    if prefetch == 0:
+        return _plain(sample, batch_size, timeout, flexible)
+    return _prefetched(sample, batch_size, timeout, flexible, prefetch)
+
+
+def _plain(sample, batch_size: int, timeout: Optional[float], flexible: bool) -> Iterator["Sample"]:
+    while True:
+        try:
+            s = sample(batch_size, timeout, flexible)
+        except (Cancelled, TimeoutError):
+            return
+        yield s
+
+
+def _prefetched(sample, batch_size: int, timeout: Optional[float], flexible: bool,
+                prefetch: int) -> Iterator["Sample"]:
+    ready: "_queue.Queue[Any]" = _queue.Queue(maxsize=prefetch)
+    stop = threading.Event()
+    end = object()
+
+    def worker() -> None:
+        # Waits in short slices so that a consumer that stops iterating stops
+        # this thread promptly; `timeout` still bounds each batch's total wait.
+        while not stop.is_set():
+            started = time.monotonic()
+            while True:
+                left = None if timeout is None else timeout - (time.monotonic() - started)
+                slice_s = _STOP_POLL if left is None else max(0.0, min(_STOP_POLL, left))
+                try:
+                    item: Any = sample(batch_size, slice_s, flexible)
+                    break
+                except TimeoutError:
+                    if stop.is_set():
+                        return
+                    if left is not None and left <= _STOP_POLL:
+                        item = end  # the whole timeout passed: the iteration ends
+                        break
+                except Cancelled:
+                    item = end
+                    break
+                except BaseException as e:  # delivered to the consumer
+                    item = e
+                    break
+            while not stop.is_set():
+                try:
+                    ready.put(item, timeout=_STOP_POLL)
+                    break
+                except _queue.Full:
+                    pass
+            if item is end or isinstance(item, BaseException):
+                return
+
+    thread = threading.Thread(target=worker, name="flywheel-replay-prefetch", daemon=True)
+    thread.start()
+    try:
+        while True:
+            item = ready.get()
+            if item is end:
+                return
+            if isinstance(item, BaseException):
+                raise item
+            yield item
+    finally:
+        stop.set()
+        thread.join()
+
+
+
 class Sample:
     """A batch of sampled items.
 
@@ -740,16 +821,16 @@ class Sampler:
             raise TypeError(f"batch_size must be an int, got {batch_size!r}")
         return Sample(self._table._t.sample(int(batch_size), _seconds(timeout), bool(flexible)))
 
-    def iter(self, batch_size: int = 1, timeout: Optional[float] = None, flexible: bool = False) -> Iterator[Sample]:
+    def iter(self, batch_size: int = 1, timeout: Optional[float] = None, flexible: bool = False,
+             prefetch: int = 0) -> Iterator[Sample]:
         """Yields batches as :meth:`sample` returns them until the table is
         closed or a wait exceeds ``timeout`` (as Reverb's datasets end on
-        their rate limiter timeout); other errors propagate."""
-        while True:
-            try:
-                s = self.sample(batch_size, timeout, flexible)
-            except (Cancelled, TimeoutError):
-                return
-            yield s
+        their rate limiter timeout); other errors propagate. ``prefetch`` > 0
+        keeps that many batches sampled ahead on a background thread; those
+        items count as sampled when they are taken (rate limiter,
+        ``max_times_sampled``), and batches still queued when the iteration
+        stops are dropped."""
+        return _iterate(self.sample, batch_size, timeout, flexible, prefetch)
 
     def __iter__(self) -> Iterator[Sample]:
         return self.iter()
@@ -1035,15 +1116,11 @@ class Client:
         return Sample(self._c.sample(_table_name(table), int(batch_size), _seconds(timeout), bool(flexible)))
 
     def iter(self, table: Union[str, Table], batch_size: int = 1, timeout: Optional[float] = None,
-             flexible: bool = False) -> Iterator[Sample]:
+             flexible: bool = False, prefetch: int = 0) -> Iterator[Sample]:
         """Yields batches as :meth:`sample` returns them until the table is
-        closed or a wait exceeds ``timeout``; other errors propagate."""
-        while True:
-            try:
-                s = self.sample(table, batch_size, timeout, flexible)
-            except (Cancelled, TimeoutError):
-                return
-            yield s
+        closed or a wait exceeds ``timeout``; other errors propagate.
+        ``prefetch`` as :meth:`Sampler.iter`."""
+        return _iterate(lambda n, t, f: self.sample(table, n, t, f), batch_size, timeout, flexible, prefetch)
 
     def writer(self, chunk_length: int = 16, codec: str = "lz4", max_history: int = 10000,
                max_in_flight_items: int = 64, *, signature: Optional[Mapping[str, str]] = None) -> RemoteWriter:
