@@ -4,24 +4,18 @@
 #pragma once
 
 #include <gtest/gtest.h>
-#include <stdlib.h>
 
-#include <cstdlib>
 #include <string>
+
+#include "flywheel/io/temp_dir.h"
 
 namespace flywheel::table {
 
 class TempTableTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    char tmpl[] = "/tmp/fw_table_test.XXXXXX";
-    ASSERT_NE(mkdtemp(tmpl), nullptr);
-    dir_ = tmpl;
-    uri_ = dir_ + "/t";
-  }
-  void TearDown() override { std::system(("rm -rf '" + dir_ + "'").c_str()); }
-
-  std::string dir_, uri_;
+  io::TempDir tmp_{"fw_table_test"};
+  std::string dir_ = tmp_.path();
+  std::string uri_ = dir_ + "/t";
 };
 
 }  // namespace flywheel::table

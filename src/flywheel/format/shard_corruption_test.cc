@@ -17,6 +17,7 @@
 #include "flywheel/format/internal/coding.h"
 #include "flywheel/format/shard.h"
 #include "flywheel/io/file_system.h"
+#include "flywheel/io/temp_dir.h"
 
 namespace flywheel::format {
 namespace {
@@ -83,9 +84,6 @@ bool SameSnapshot(const Snapshot& a, const Snapshot& b) { return a.pages == b.pa
 class ShardCorruptionTest : public ::testing::TestWithParam<Codec> {
  protected:
   void SetUp() override {
-    char tmpl[] = "/tmp/fw_shard_corruption.XXXXXX";
-    ASSERT_NE(mkdtemp(tmpl), nullptr);
-    dir_ = tmpl;
     path_ = io::JoinPath(dir_, "small.fws");
     WriteSmallShard(path_, GetParam());
     bytes_ = *fs_->ReadFile(path_);
@@ -96,7 +94,6 @@ class ShardCorruptionTest : public ::testing::TestWithParam<Codec> {
     ASSERT_TRUE(snap.ok()) << snap.status();
     original_ = *snap;
   }
-  void TearDown() override { std::system(("rm -rf '" + dir_ + "'").c_str()); }
 
   // ~3-4 KB, several pages per column, nulls, all three layouts.
   void WriteSmallShard(const std::string& path, Codec codec) {
@@ -150,7 +147,9 @@ class ShardCorruptionTest : public ::testing::TestWithParam<Codec> {
   }
 
   std::shared_ptr<io::FileSystem> fs_ = io::PosixFileSystem(io::PosixOptions{.sync = false});
-  std::string dir_, path_, bytes_;
+  io::TempDir tmp_{"fw_shard_corruption"};
+  std::string dir_ = tmp_.path();
+  std::string path_, bytes_;
   std::shared_ptr<ShardReader> reader_;
   Snapshot original_;
 };

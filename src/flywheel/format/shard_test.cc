@@ -15,6 +15,7 @@
 #include "flywheel/base/checksum.h"
 #include "flywheel/base/rng.h"
 #include "flywheel/io/file_system.h"
+#include "flywheel/io/temp_dir.h"
 
 namespace flywheel::format {
 namespace {
@@ -169,12 +170,7 @@ std::vector<ColumnModel> MakeModels(int64_t n, uint64_t seed) {
 
 class ShardTestBase : public ::testing::Test {
  protected:
-  void SetUp() override {
-    char tmpl[] = "/tmp/fw_shard_test.XXXXXX";
-    ASSERT_NE(mkdtemp(tmpl), nullptr);
-    dir_ = tmpl;
-  }
-  void TearDown() override { std::system(("rm -rf '" + dir_ + "'").c_str()); }
+  void SetUp() override {}
 
   std::string Path(const std::string& name) const { return io::JoinPath(dir_, name); }
 
@@ -211,7 +207,8 @@ class ShardTestBase : public ::testing::Test {
   }
 
   std::shared_ptr<io::FileSystem> fs_ = io::PosixFileSystem(io::PosixOptions{.sync = false});
-  std::string dir_;
+  io::TempDir tmp_{"fw_shard_test"};
+  std::string dir_ = tmp_.path();
 };
 
 // ------------------------------------------------------------ round trips

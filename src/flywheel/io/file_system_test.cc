@@ -1,4 +1,5 @@
 #include "flywheel/io/file_system.h"
+#include "flywheel/io/temp_dir.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -13,13 +14,8 @@ namespace {
 
 class FileSystemTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    char tmpl[] = "/tmp/fw_io_test.XXXXXX";
-    ASSERT_NE(mkdtemp(tmpl), nullptr);
-    dir_ = tmpl;
-  }
-  void TearDown() override { std::system(("rm -rf " + dir_).c_str()); }
-  std::string dir_;
+  io::TempDir tmp_{"fw_io_test"};
+  std::string dir_ = tmp_.path();
   std::shared_ptr<FileSystem> fs_ = PosixFileSystem();
 };
 

@@ -20,6 +20,7 @@
 #include <tuple>
 
 #include "flywheel/table/table.h"
+#include "flywheel/io/temp_dir.h"
 
 namespace flywheel::replay {
 namespace {
@@ -156,16 +157,14 @@ std::unique_ptr<Table> MakeTable(TableOptions o) {
 class CheckpointTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    char tmpl[] = "/tmp/fw_replay_ckpt_test.XXXXXX";
-    ASSERT_NE(mkdtemp(tmpl), nullptr);
-    dir_ = tmpl;
     root_ = dir_ + "/ckpt";
     options_.fs = ScratchFs();
     restore_.fs = options_.fs;
   }
-  void TearDown() override { std::system(("rm -rf " + dir_).c_str()); }
 
-  std::string dir_, root_;
+  io::TempDir tmp_{"fw_replay_ckpt_test"};
+  std::string dir_ = tmp_.path();
+  std::string root_;
   CheckpointOptions options_;
   RestoreOptions restore_;
 };
@@ -413,7 +412,10 @@ TEST_F(CheckpointTest, CheckpointTablesAreOrdinaryFlywheelTables) {
   EXPECT_EQ(all->columns[1].GetBytes(1), "Prioritized(priority_exponent=0.6)");
   EXPECT_EQ(all->columns[2].GetBytes(1), "MinHeap");
   EXPECT_EQ(all->columns[3].values.as<int64_t>()[2], t.queue->Info().limiter.inserts);
-  EXPECT_FALSE(all->columns[4].IsValid(0));  // no signature given for "uniform" here
+  ASSERT_TRUE(all->columns[4].IsValid(0));  // "uniform" was created with a signature
+  EXPECT_NE(std::string(all->columns[4].GetBytes(0)).find("\"type\":\"float32[3]\""), std::string::npos)
+      << all->columns[4].GetBytes(0);
+  EXPECT_FALSE(all->columns[4].IsValid(2));  // "queue" has none
 }
 
 TEST_F(CheckpointTest, LatestSkipsADirectoryWithoutMarkerAndTheNextCheckpointRemovesIt) {

@@ -6,6 +6,7 @@
 #include <numeric>
 
 #include "flywheel/format/column.h"
+#include "flywheel/io/temp_dir.h"
 
 namespace flywheel::table {
 namespace {
@@ -19,14 +20,10 @@ using format::TypeId;
 class TableTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    char tmpl[] = "/tmp/fw_table_test.XXXXXX";
-    ASSERT_NE(mkdtemp(tmpl), nullptr);
-    dir_ = tmpl;
     uri_ = dir_ + "/t";
     options_.fs = io::PosixFileSystem(io::PosixOptions{.sync = false});
     options_.shard.page_size = 1024;
   }
-  void TearDown() override { std::system(("rm -rf " + dir_).c_str()); }
 
   Schema TestSchema() { return *Schema::Parse("id:int64, emb:float32[4], name:string?"); }
 
@@ -74,7 +71,9 @@ class TableTest : public ::testing::Test {
     return v;
   }
 
-  std::string dir_, uri_;
+  io::TempDir tmp_{"fw_table_test"};
+  std::string dir_ = tmp_.path();
+  std::string uri_;
   TableOptions options_;
 };
 
@@ -320,9 +319,8 @@ namespace flywheel::table {
 namespace {
 
 TEST(TableConfigTest, CodecChosenAtCreateIsUsedByLaterWriters) {
-  char tmpl[] = "/tmp/fw_table_cfg.XXXXXX";
-  ASSERT_NE(mkdtemp(tmpl), nullptr);
-  const std::string uri = std::string(tmpl) + "/t";
+  io::TempDir tmp("fw_table_cfg");
+  const std::string uri = tmp.Sub("t");
   TableOptions opts;
   opts.fs = io::PosixFileSystem(io::PosixOptions{.sync = false});
   opts.shard.codec = format::Codec::kZstd;
@@ -338,7 +336,6 @@ TEST(TableConfigTest, CodecChosenAtCreateIsUsedByLaterWriters) {
   auto reader = *format::ShardReader::Open(opts.fs.get(), uri + "/" + t->manifest().fragments[0].files[0].path);
   EXPECT_EQ(reader->pages(0)[0].codec, format::Codec::kZstd);
   EXPECT_EQ(t->manifest().config.at("codec"), "zstd");
-  std::system((std::string("rm -rf ") + tmpl).c_str());
 }
 
 }  // namespace
@@ -348,9 +345,8 @@ namespace flywheel::table {
 namespace {
 
 TEST(TableTakeTest, FixedWidthNullsAcrossFragmentsKeepTheirPositions) {
-  char tmpl[] = "/tmp/fw_table_take.XXXXXX";
-  ASSERT_NE(mkdtemp(tmpl), nullptr);
-  const std::string uri = std::string(tmpl) + "/t";
+  io::TempDir tmp("fw_table_take");
+  const std::string uri = tmp.Sub("t");
   TableOptions opts;
   opts.fs = io::PosixFileSystem(io::PosixOptions{.sync = false});
   opts.shard.page_size = 1024;
@@ -386,7 +382,6 @@ TEST(TableTakeTest, FixedWidthNullsAcrossFragmentsKeepTheirPositions) {
     nulls += i % 3 == 0;
   }
   EXPECT_EQ(c.null_count, nulls);
-  std::system((std::string("rm -rf ") + tmpl).c_str());
 }
 
 }  // namespace
