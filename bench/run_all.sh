@@ -7,7 +7,7 @@
 # Environment:
 #   FW_BENCH_ROWS     rows for table_bench (default 1000000)
 #   FW_BENCH_REPEATS  runs per figure, best reported (default 3)
-#   FW_BENCH_ONLY     space-separated subset of: format table commit replay
+#   FW_BENCH_ONLY     space-separated subset of: format table commit replay replay_service
 #   FW_BENCH_TMP      scratch parent directory (default /tmp)
 # Method and latest figures: docs/benchmarks.md.
 set -euo pipefail
@@ -19,11 +19,11 @@ BIN="$BUILD/bench"
 OUT="$ROOT/bench/results"
 ROWS="${FW_BENCH_ROWS:-1000000}"
 REPEATS="${FW_BENCH_REPEATS:-3}"
-ONLY="${FW_BENCH_ONLY:-format table commit replay}"
+ONLY="${FW_BENCH_ONLY:-format table commit replay replay_service}"
 TMP="${FW_BENCH_TMP:-/tmp}"
 PYTHON="${PYTHON:-python3}"
 
-for b in table_bench commit_bench format_bench replay_bench; do
+for b in table_bench commit_bench format_bench replay_bench replay_service_bench; do
   if [[ ! -x "$BIN/$b" ]]; then
     echo "run_all.sh: $BIN/$b is missing; build first (make build, or ninja -C $BUILD $b)" >&2
     exit 1
@@ -58,7 +58,10 @@ for what in $ONLY; do
     replay)
       echo; echo "== replay_bench"
       "$BIN/replay_bench" --out="$OUT" ;;
-    *) echo "run_all.sh: unknown benchmark '$what' (format table commit replay)" >&2; exit 2 ;;
+    replay_service)
+      echo; echo "== replay_service_bench (loopback gRPC vs a raw gRPC stream; 7-10 min at 3 repeats)"
+      "$BIN/replay_service_bench" --repeats="$REPEATS" --out="$OUT" ;;
+    *) echo "run_all.sh: unknown benchmark '$what' (format table commit replay replay_service)" >&2; exit 2 ;;
   esac
 done
 
@@ -68,7 +71,7 @@ echo "== summary (bench/results/*.json; each figure best of $REPEATS runs)"
 import json, pathlib, sys
 out = pathlib.Path(sys.argv[1])
 rows = []
-for name in ["table_write", "table_scan", "table_take", "commit", "format_bench", "replay"]:
+for name in ["table_write", "table_scan", "table_take", "commit", "format_bench", "replay", "replay_service", "envs"]:
     p = out / f"{name}.json"
     if not p.exists():
         continue

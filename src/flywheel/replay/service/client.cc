@@ -302,18 +302,22 @@ Result<std::vector<SampledItem>> RemoteSampler::Receive() {
   std::vector<SampledItem> out;
   Status error;
   proto::SampleStreamResponse resp;
+  std::vector<ChunkRef> fresh;
+  absl::flat_hash_map<ChunkKey, ChunkRef> in_message;
   while (true) {
     if (!stream_->Read(&resp)) return Broken();
-    // Chunks first, in message order: the cache evicts in the order the
-    // server added them (docs/protocol/replay.md#chunk-cache).
-    std::vector<ChunkRef> fresh;
+    // Items resolve chunk keys against this message's chunks, then against
+    // the cache as it was before the message: the server counted on exactly
+    // that (docs/protocol/replay.md#chunk-cache).
+    fresh.clear();
+    in_message.clear();
     for (auto& pc : *resp.mutable_chunks()) {
       auto c = ChunkFromProto(&pc);
       if (!c.ok()) return Annotate(c.status(), "sample: server sent a bad chunk");
+      in_message.insert_or_assign((*c)->key(), *c);
       fresh.push_back(*std::move(c));
     }
-    if (resp.has_item()) {
-      const proto::SampledItem& ps = resp.item();
+    auto add = [&](const proto::SampledItem& ps) -> Status {
       auto item = std::make_shared<Item>();
       item->key = ps.item().key();
       item->priority = ps.item().priority();
@@ -323,19 +327,17 @@ Result<std::vector<SampledItem>> RemoteSampler::Receive() {
         col.offset = pc.offset();
         col.length = pc.length();
         for (ChunkKey k : pc.chunk_keys()) {
-          ChunkRef ref;
-          for (const auto& f : fresh) {
-            if (f->key() == k) ref = f;
+          auto f = in_message.find(k);
+          if (f != in_message.end()) {
+            col.chunks.push_back(f->second);
+            continue;
           }
-          if (ref == nullptr) {
-            auto it = cache_.find(k);
-            if (it == cache_.end()) {
-              return absl::InternalError(absl::StrCat("sample: item ", item->key, " column '", pc.name(),
-                                                      "' names chunk ", k, ", which the server never sent"));
-            }
-            ref = it->second;
+          auto it = cache_.find(k);
+          if (it == cache_.end()) {
+            return absl::InternalError(absl::StrCat("sample: item ", item->key, " column '", pc.name(),
+                                                    "' names chunk ", k, ", which the server never sent"));
           }
-          col.chunks.push_back(std::move(ref));
+          col.chunks.push_back(it->second);
         }
         item->columns.push_back(std::move(col));
       }
@@ -347,7 +349,12 @@ Result<std::vector<SampledItem>> RemoteSampler::Receive() {
       item->times_sampled = ps.times_sampled() - 1;
       s.item = std::move(item);
       out.push_back(std::move(s));
-    }
+      return absl::OkStatus();
+    };
+    if (resp.has_item()) FW_RETURN_IF_ERROR(add(resp.item()));
+    for (const auto& ps : resp.items()) FW_RETURN_IF_ERROR(add(ps));
+    // Then the cache takes the message's chunks in order, evicting as the
+    // server did.
     for (auto& f : fresh) {
       const ChunkKey k = f->key();
       if (cache_.insert_or_assign(k, std::move(f)).second) order_.push_back(k);

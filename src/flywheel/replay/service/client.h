@@ -197,7 +197,7 @@ class Client {
   ~Client();
 
   Result<std::unique_ptr<RemoteWriter>> NewWriter(RemoteWriterOptions options = {});
-  // 0 = the default chunk-cache capacity (4096 chunks).
+  // 0 = the default chunk-cache capacity (256 chunks).
   std::unique_ptr<RemoteSampler> NewSampler(int64_t chunk_cache_capacity = 0);
 
   // Samples on a stream this client keeps (opened on first use).

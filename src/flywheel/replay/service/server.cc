@@ -29,6 +29,9 @@ namespace {
 // the client went away or the server is stopping.
 constexpr absl::Duration kWaitSlice = absl::Milliseconds(100);
 
+// A sample response holds items until its chunks reach about this many bytes.
+constexpr int64_t kSampleMessageBytes = int64_t{1} << 20;
+
 bool IsLoopback(const std::string& address) {
   return absl::StartsWith(address, "127.") || absl::StartsWith(address, "[::1]:") ||
          absl::StartsWith(address, "localhost:") || absl::StartsWith(address, "unix:");
@@ -84,8 +87,12 @@ Status WithTimeout(const Status& s, absl::Duration timeout) {
 template <typename T, typename F>
 T WaitInSlices(grpc::ServerContext* ctx, absl::Duration timeout, F call) {
   const absl::Time deadline = timeout == absl::InfiniteDuration() ? absl::InfiniteFuture() : absl::Now() + timeout;
-  while (true) {
-    if (ctx->IsCancelled()) return T(absl::CancelledError("the call was cancelled (client gone or server stopping)"));
+  for (bool first = true;; first = false) {
+    // Checked between slices only: IsCancelled takes a lock, and a call that
+    // needs no wait should not pay for it.
+    if (!first && ctx->IsCancelled()) {
+      return T(absl::CancelledError("the call was cancelled (client gone or server stopping)"));
+    }
     const absl::Duration left = deadline - absl::Now();
     T r = call(std::max(absl::ZeroDuration(), std::min(left, kWaitSlice)));
     if (!r.ok() && absl::IsDeadlineExceeded(StatusOf(r))) {
@@ -318,34 +325,48 @@ class Server::Impl final : public proto::ReplayService::Service {
         capacity = req.chunk_cache_capacity() > 0 ? req.chunk_cache_capacity()
                                                   : internal_service::kDefaultSampleChunkCache;
       }
-      // Sends one sampled item with the chunks the client lacks.
-      auto send = [&](const SampledItem& s, bool last) -> bool {
+      // Sends a batch's items with the chunks the client lacks, several items
+      // per message (docs/protocol/replay.md#samplestream).
+      auto send = [&](const std::vector<SampledItem>& batch) -> bool {
         proto::SampleStreamResponse resp;
-        std::vector<ChunkKey> fresh;
-        for (const auto& col : s.item->columns) {
-          for (const auto& c : col.chunks) {
-            if (sent.contains(c->key()) || std::find(fresh.begin(), fresh.end(), c->key()) != fresh.end()) continue;
-            fresh.push_back(c->key());
-            ChunkToProto(*c, resp.add_chunks());
+        int64_t bytes = 0;
+        for (size_t i = 0; i < batch.size(); ++i) {
+          const SampledItem& s = batch[i];
+          int64_t fresh = 0;
+          for (const auto& col : s.item->columns) {
+            for (const auto& c : col.chunks) {
+              if (sent.contains(c->key())) continue;
+              ChunkToProto(*c, resp.add_chunks());
+              bytes += static_cast<int64_t>(c->compressed().size());
+              fresh++;
+              // The client applies the same insertions and evictions in the
+              // same order (protocol: chunk cache).
+              sent.insert(c->key());
+              order.push_back(c->key());
+              while (static_cast<int64_t>(order.size()) > capacity) {
+                sent.erase(order.front());
+                order.pop_front();
+              }
+            }
+          }
+          proto::SampledItem* out = resp.add_items();
+          ItemToProto(req.table(), *s.item, out->mutable_item());
+          out->set_priority(s.priority);
+          out->set_probability(s.probability);
+          out->set_table_size(s.table_size);
+          out->set_times_sampled(s.times_sampled);
+          bytes += 64;
+          chunks_sent_ += fresh;
+          items_sent_++;
+          const bool last = i + 1 == batch.size();
+          if (last || bytes >= kSampleMessageBytes) {
+            resp.set_end_of_batch(last);
+            if (!stream->Write(resp)) return false;
+            resp.Clear();
+            bytes = 0;
           }
         }
-        ItemToProto(req.table(), *s.item, resp.mutable_item()->mutable_item());
-        resp.mutable_item()->set_priority(s.priority);
-        resp.mutable_item()->set_probability(s.probability);
-        resp.mutable_item()->set_table_size(s.table_size);
-        resp.mutable_item()->set_times_sampled(s.times_sampled);
-        resp.set_end_of_batch(last);
-        for (ChunkKey k : fresh) {
-          sent.insert(k);
-          order.push_back(k);
-          while (static_cast<int64_t>(order.size()) > capacity) {
-            sent.erase(order.front());
-            order.pop_front();
-          }
-        }
-        chunks_sent_ += static_cast<int64_t>(fresh.size());
-        items_sent_++;
-        return stream->Write(resp);
+        return true;
       };
       auto fail = [&](const Status& s) -> bool {
         proto::SampleStreamResponse resp;
@@ -372,12 +393,7 @@ class Server::Impl final : public proto::ReplayService::Service {
       // however many slices it waited through.
       auto batch = WaitInSlices<Result<std::vector<SampledItem>>>(
           ctx, timeout, [&](absl::Duration slice) { return table->SampleBatch(n, req.flexible(), slice); });
-      bool ok = true;
-      if (!batch.ok()) {
-        ok = fail(batch.status());
-      } else {
-        for (size_t i = 0; i < batch->size() && ok; ++i) ok = send((*batch)[i], i + 1 == batch->size());
-      }
+      const bool ok = batch.ok() ? send(*batch) : fail(batch.status());
       if (!ok) break;
     }
     return grpc::Status::OK;

@@ -31,8 +31,15 @@ void ChunkToProto(const Chunk& c, proto::Chunk* out) {
 }
 
 Result<ChunkRef> ChunkFromProto(proto::Chunk* c) {
-  FW_ASSIGN_OR_RETURN_CTX(format::DataType type, format::DataType::Parse(c->step_type()), "chunk ", c->key(),
-                          ": step_type");
+  // A stream's chunks mostly repeat a few step types: parse each text once
+  // per thread, not once per chunk.
+  thread_local std::string last_text;
+  thread_local format::DataType last_type;
+  if (c->step_type() != last_text || last_text.empty()) {
+    FW_ASSIGN_OR_RETURN_CTX(last_type, format::DataType::Parse(c->step_type()), "chunk ", c->key(), ": step_type");
+    last_text = c->step_type();
+  }
+  const format::DataType& type = last_type;
   if (c->codec() > static_cast<uint32_t>(format::Codec::kZstd)) {
     return absl::InvalidArgumentError(absl::StrCat("chunk ", c->key(), ": unknown codec ", c->codec()));
   }

@@ -32,6 +32,6 @@ void TableInfoToProto(const TableInfo& info, const std::string& explain, proto::
 TableInfo TableInfoFromProto(const proto::TableInfo& p);
 
 // Default chunk-cache capacity of a sample stream (docs/protocol/replay.md).
-inline constexpr int64_t kDefaultSampleChunkCache = 4096;
+inline constexpr int64_t kDefaultSampleChunkCache = 256;
 
 }  // namespace flywheel::replay::internal_service
