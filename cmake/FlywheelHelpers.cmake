@@ -38,3 +38,25 @@ function(flywheel_cc_bench)
   target_compile_options(${A_NAME} PRIVATE ${FLYWHEEL_WARNINGS})
   target_link_libraries(${A_NAME} PRIVATE ${A_DEPS})
 endfunction()
+
+# flywheel_grpc_proto(NAME target PROTO path/to/x.proto)
+# Compiles a .proto with protoc + the gRPC plugin into the build dir and
+# builds the generated code into static library `target` (no -Werror: it is
+# generated), whose include directory holds x.pb.h and x.grpc.pb.h.
+function(flywheel_grpc_proto)
+  cmake_parse_arguments(A "" "NAME;PROTO" "" ${ARGN})
+  get_filename_component(_dir ${A_PROTO} DIRECTORY)
+  get_filename_component(_base ${A_PROTO} NAME_WE)
+  set(_gen ${CMAKE_CURRENT_BINARY_DIR}/gen)
+  set(_srcs ${_gen}/${_base}.pb.cc ${_gen}/${_base}.grpc.pb.cc)
+  add_custom_command(
+    OUTPUT ${_srcs} ${_gen}/${_base}.pb.h ${_gen}/${_base}.grpc.pb.h
+    COMMAND ${CMAKE_COMMAND} -E make_directory ${_gen}
+    COMMAND protobuf::protoc --proto_path=${_dir} --cpp_out=${_gen} --grpc_out=${_gen}
+            --plugin=protoc-gen-grpc=${FLYWHEEL_GRPC_CPP_PLUGIN} ${A_PROTO}
+    DEPENDS ${A_PROTO}
+    COMMENT "protoc ${_base}.proto")
+  add_library(${A_NAME} STATIC ${_srcs})
+  target_include_directories(${A_NAME} PUBLIC ${_gen})
+  target_link_libraries(${A_NAME} PUBLIC gRPC::grpc++ protobuf::libprotobuf)
+endfunction()

@@ -128,6 +128,9 @@ Status ServerOptions::Validate() const {
   if (checkpoint_interval > absl::ZeroDuration() && checkpoint_dir.empty()) {
     return absl::InvalidArgumentError("checkpoint_interval is set but checkpoint_dir is empty");
   }
+  for (const auto& extra : services) {
+    if (extra == nullptr || extra->grpc_service() == nullptr) return absl::InvalidArgumentError("services: null service");
+  }
   absl::flat_hash_set<std::string> names;
   for (const auto& t : tables) {
     if (t == nullptr) return absl::InvalidArgumentError("tables: null table");
@@ -187,6 +190,7 @@ class Server::Impl final : public proto::ReplayService::Service {
     builder.SetMaxReceiveMessageSize(static_cast<int>(options_.max_message_bytes));
     builder.SetMaxSendMessageSize(static_cast<int>(options_.max_message_bytes));
     builder.RegisterService(this);
+    for (const auto& extra : options_.services) builder.RegisterService(extra->grpc_service());
     server_ = builder.BuildAndStart();
     if (server_ == nullptr) {
       return absl::UnavailableError(absl::StrCat("replay server: cannot listen on '", options_.address, "'"));

@@ -26,7 +26,19 @@
 #include "flywheel/replay/checkpoint.h"
 #include "flywheel/replay/table.h"
 
+namespace grpc {
+class Service;
+}
+
 namespace flywheel::replay {
+
+// Another gRPC service the replay server serves on its port, e.g. the
+// weight store (rl::WeightService). The server keeps it alive while serving.
+class ExtraService {
+ public:
+  virtual ~ExtraService() = default;
+  virtual grpc::Service* grpc_service() = 0;
+};
 
 struct ServerOptions {
   // host:port to listen on; port 0 picks a free port (see Server::port()).
@@ -55,6 +67,9 @@ struct ServerOptions {
   absl::Duration checkpoint_interval = absl::ZeroDuration();
   // Complete checkpoints kept (>= 1; 0 keeps all).
   int checkpoint_keep_last = 3;
+
+  // More services on the same port (non-null).
+  std::vector<std::shared_ptr<ExtraService>> services;
 
   Status Validate() const;
 };

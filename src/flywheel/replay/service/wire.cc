@@ -6,16 +6,6 @@
 
 namespace flywheel::replay::internal_service {
 
-Status FromGrpc(const grpc::Status& s) {
-  if (s.ok()) return absl::OkStatus();
-  return Status(static_cast<absl::StatusCode>(s.error_code()), s.error_message());
-}
-
-grpc::Status ToGrpc(const Status& s) {
-  if (s.ok()) return grpc::Status::OK;
-  return grpc::Status(static_cast<grpc::StatusCode>(s.code()), std::string(s.message()));
-}
-
 Status FromWire(int32_t code, const std::string& message) {
   if (code == 0) return absl::OkStatus();
   if (code < 0 || code > 16) code = static_cast<int32_t>(absl::StatusCode::kUnknown);

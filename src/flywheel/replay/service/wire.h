@@ -10,14 +10,14 @@
 #include "flywheel/base/status.h"
 #include "flywheel/replay/chunk.h"
 #include "flywheel/replay/table.h"
+#include "flywheel/replay/service/grpc_status.h"
 #include "grpcpp/support/status.h"
 #include "replay.pb.h"
 
 namespace flywheel::replay::internal_service {
 
-// The one mapping between the two status types (codes are numerically equal).
-Status FromGrpc(const grpc::Status& s);
-grpc::Status ToGrpc(const Status& s);
+using grpc_status::FromGrpc;
+using grpc_status::ToGrpc;
 
 // Status carried in a message's (code, message) fields.
 Status FromWire(int32_t code, const std::string& message);
