@@ -47,9 +47,9 @@ class WeightClient {
   ~WeightClient();
 
   Result<int64_t> Publish(const std::string& model, const std::vector<Tensor>& tensors, int64_t version = 0);
-  // The weights of `model` if newer than `newer_than` (waiting up to `wait`
-  // for them), else nullptr. NotFound... is not an error: a model never
-  // published is "not newer" (nullptr).
+  // The weights of `model` if newer than `newer_than` (waiting up to `wait`,
+  // at most 60 s, for them), else nullptr. A model never published is not
+  // an error: nothing is newer yet (nullptr).
   Result<WeightsRef> Fetch(const std::string& model, int64_t newer_than, absl::Duration wait = absl::ZeroDuration());
   // (model, version) of every model on the server.
   Result<std::vector<std::pair<std::string, int64_t>>> List();
