@@ -13,6 +13,8 @@ BUILD_TYPE ?= RelWithDebInfo
 SAN ?=
 JOBS ?= $(shell nproc)
 FUZZ_SECONDS ?= 30
+# Per fuzz target inside `make test` (kept short: 8 targets run one after another).
+TEST_FUZZ_SECONDS ?= 20
 STRESS_SECONDS ?= 30
 CTEST_ARGS ?=
 
@@ -61,7 +63,7 @@ test: build
 ifeq ($(SAN),)
 	$(MAKE) --no-print-directory pytest
 	$(MAKE) --no-print-directory asan-stress
-	$(MAKE) --no-print-directory fuzz
+	$(MAKE) --no-print-directory fuzz FUZZ_SECONDS=$(TEST_FUZZ_SECONDS)
 endif
 
 # The replay stress test (uniform table: eviction, mutation, sampling from 16
