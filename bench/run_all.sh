@@ -7,7 +7,7 @@
 # Environment:
 #   FW_BENCH_ROWS     rows for table_bench (default 1000000)
 #   FW_BENCH_REPEATS  runs per figure, best reported (default 3)
-#   FW_BENCH_ONLY     space-separated subset of: format table commit replay replay_service
+#   FW_BENCH_ONLY     space-separated subset of: format table commit replay replay_service envs
 #   FW_BENCH_TMP      scratch parent directory (default /tmp)
 # Method and latest figures: docs/benchmarks.md.
 set -euo pipefail
@@ -19,11 +19,11 @@ BIN="$BUILD/bench"
 OUT="$ROOT/bench/results"
 ROWS="${FW_BENCH_ROWS:-1000000}"
 REPEATS="${FW_BENCH_REPEATS:-3}"
-ONLY="${FW_BENCH_ONLY:-format table commit replay replay_service}"
+ONLY="${FW_BENCH_ONLY:-format table commit replay replay_service envs}"
 TMP="${FW_BENCH_TMP:-/tmp}"
 PYTHON="${PYTHON:-python3}"
 
-for b in table_bench commit_bench format_bench replay_bench replay_service_bench; do
+for b in table_bench commit_bench format_bench replay_bench replay_service_bench envs_bench; do
   if [[ ! -x "$BIN/$b" ]]; then
     echo "run_all.sh: $BIN/$b is missing; build first (make build, or ninja -C $BUILD $b)" >&2
     exit 1
@@ -61,7 +61,10 @@ for what in $ONLY; do
     replay_service)
       echo; echo "== replay_service_bench (loopback gRPC vs a raw gRPC stream; 7-10 min at 3 repeats)"
       "$BIN/replay_service_bench" --repeats="$REPEATS" --out="$OUT" ;;
-    *) echo "run_all.sh: unknown benchmark '$what' (format table commit replay replay_service)" >&2; exit 2 ;;
+    envs)
+      echo; echo "== envs_bench (EnvPool on CartPole vs a plain Python loop; /usr/bin/python3 runs the Python side)"
+      "$BIN/envs_bench" --repeats="$REPEATS" --out="$OUT" --pythonpath="$BUILD/python" ;;
+    *) echo "run_all.sh: unknown benchmark '$what' (format table commit replay replay_service envs)" >&2; exit 2 ;;
   esac
 done
 

@@ -10,6 +10,7 @@ void RegisterArrays(pybind11::module_& m);
 void RegisterTable(pybind11::module_& m);
 void RegisterReplay(pybind11::module_& m);
 void RegisterReplayService(pybind11::module_& m);
+void RegisterEnvs(pybind11::module_& m);
 }  // namespace flywheel::python
 
 PYBIND11_MODULE(_core, m) {
@@ -20,4 +21,5 @@ PYBIND11_MODULE(_core, m) {
   flywheel::python::RegisterTable(m);
   flywheel::python::RegisterReplay(m);
   flywheel::python::RegisterReplayService(m);  // after RegisterReplay: uses its ReplayTable
+  flywheel::python::RegisterEnvs(m);
 }

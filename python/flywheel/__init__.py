@@ -14,6 +14,7 @@ from ._core import CommitConflict
 from ._convert import ListArray
 from .table import Table
 from . import replay  # flywheel.replay: experience replay, in process and over gRPC (docs/replay.md)
+from . import envs  # flywheel.envs: parallel environments, EnvPool (docs/envs.md)
 
 __version__ = "0.1.0"
 __all__ = ["Table", "ListArray", "CommitConflict", "__version__"]
