@@ -51,15 +51,16 @@ namespace {
 using envs::EnvPool;
 using envs::EnvPoolOptions;
 
-// Random actions, drawn up front (a ring long enough not to repeat in step
-// with episode lengths).
+// Random actions, drawn up front: a ring of ActionRows(num_envs) rows of
+// num_envs actions, ~256 KiB, so reading it costs every workload the same
+// (and little) memory traffic.
+int ActionRows(int num_envs) { return std::max(16, 32768 / std::max(1, num_envs)); }
 std::vector<int64_t> Actions(int rows, int num_envs, uint64_t seed) {
   std::vector<int64_t> a(static_cast<size_t>(rows) * num_envs);
   SplitMix64 rng(seed);
   for (auto& x : a) x = static_cast<int64_t>(rng.Next() & 1);
   return a;
 }
-constexpr int kActionRows = 4096;
 
 // One thread's raw loop; returns the steps it made.
 int64_t RawLoop(int num_envs, double seconds, uint64_t seed) {
@@ -71,12 +72,13 @@ int64_t RawLoop(int num_envs, double seconds, uint64_t seed) {
   }
   std::vector<float> obs(static_cast<size_t>(num_envs) * 4);
   for (int i = 0; i < num_envs; ++i) Check(env[i]->Reset({}, &obs[i * 4]), "reset");
-  const auto actions = Actions(kActionRows, num_envs, seed + 1);
+  const int rows = ActionRows(num_envs);
+  const auto actions = Actions(rows, num_envs, seed + 1);
   int64_t steps = 0;
   const double start = Now();
   double now = start;
   for (int64_t t = 0; now - start < seconds; ++t) {
-    const int64_t* row = &actions[(t % kActionRows) * num_envs];
+    const int64_t* row = &actions[(t % rows) * num_envs];
     for (int i = 0; i < num_envs; ++i) {
       envs::StepResult r;
       Check(env[i]->Step(&row[i], &obs[i * 4], &r), "step");
@@ -133,7 +135,8 @@ double RunBarrier(int num_envs, int threads, double seconds) {
   std::vector<Part> parts(threads);
   alignas(64) std::atomic<int64_t> go{0};
   alignas(64) std::atomic<bool> stop{false};
-  const auto actions = Actions(kActionRows, num_envs, 4);
+  const int rows = ActionRows(num_envs);
+  const auto actions = Actions(rows, num_envs, 4);
   auto init = [&](int i) {
     Part& p = parts[i];
     const int lo = num_envs * i / threads, hi = num_envs * (i + 1) / threads;
@@ -148,7 +151,7 @@ double RunBarrier(int num_envs, int threads, double seconds) {
   auto work = [&](int i, int64_t t) {
     Part& p = parts[i];
     const int lo = num_envs * i / threads;
-    const int64_t* row = &actions[(t % kActionRows) * num_envs + lo];
+    const int64_t* row = &actions[(t % rows) * num_envs + lo];
     for (size_t k = 0; k < p.env.size(); ++k) {
       envs::StepResult r;
       Check(p.env[k]->Step(&row[k], &p.obs[k * 4], &r), "step");
@@ -207,13 +210,15 @@ std::unique_ptr<EnvPool> MakePool(int num_envs, int batch_size, int threads, dou
 
 double RunSync(int num_envs, int threads, double seconds, double spin_us) {
   auto pool = MakePool(num_envs, 0, threads, spin_us);
-  const auto actions = Actions(kActionRows, num_envs, 2);
-  for (int t = 0; t < 16; ++t) CheckResult(pool->Step(&actions[t * num_envs]), "step");  // warm up
+  const int rows = ActionRows(num_envs);
+  const auto actions = Actions(rows, num_envs, 2);
+  for (int t = 0; t < 16; ++t)
+    CheckResult(pool->Step(&actions[(t % rows) * num_envs]), "step");  // warm up
   int64_t steps = 0;
   const double start = Now();
   double now = start;
   for (int64_t t = 0; now - start < seconds; ++t) {
-    CheckResult(pool->Step(&actions[(t % kActionRows) * num_envs]), "step");
+    CheckResult(pool->Step(&actions[(t % rows) * num_envs]), "step");
     steps += num_envs;
     if (t % 16 == 0) now = Now();
   }
@@ -223,7 +228,8 @@ double RunSync(int num_envs, int threads, double seconds, double spin_us) {
 double RunAsync(int num_envs, int threads, double seconds, double spin_us) {
   const int batch = std::max(1, num_envs / 2);
   auto pool = MakePool(num_envs, batch, threads, spin_us);
-  const auto actions = Actions(kActionRows, batch, 3);
+  const int rows = ActionRows(batch);
+  const auto actions = Actions(rows, batch, 3);
   std::vector<int64_t> all(num_envs, 0);
   Check(pool->Send(all.data()), "send");
   std::vector<int32_t> ids(batch);
@@ -233,7 +239,7 @@ double RunAsync(int num_envs, int threads, double seconds, double spin_us) {
   for (int64_t t = 0; now - start < seconds; ++t) {
     const envs::Batch b = CheckResult(pool->Recv(), "recv");
     ids.assign(b.view.env_id, b.view.env_id + batch);
-    Check(pool->Send(&actions[(t % kActionRows) * batch], ids), "send");
+    Check(pool->Send(&actions[(t % rows) * batch], ids), "send");
     steps += batch;
     if (t % 16 == 0) now = Now();
   }

@@ -34,13 +34,14 @@ def python_loop(num_envs, seconds, seed):
     for i, env in enumerate(envs):
         env.reset(seed=seed + i)
     rng = np.random.default_rng(seed)
-    actions = rng.integers(2, size=(4096, num_envs)).tolist()
+    rows = max(16, 32768 // num_envs)  # as envs_bench.cc: a ring of ~32K actions
+    actions = rng.integers(2, size=(rows, num_envs)).tolist()
     steps = 0
     start = time.perf_counter()
     deadline = start + seconds
     t = 0
     while True:
-        row = actions[t % 4096]
+        row = actions[t % rows]
         for i, env in enumerate(envs):
             _, _, terminated, truncated, _ = env.step(row[i])
             if terminated or truncated:
@@ -57,7 +58,8 @@ def flywheel_api(num_envs, threads, seconds, seed):
     pool = envs.make("CartPole-v1", num_envs=num_envs, num_threads=threads, seed=seed)
     pool.reset()
     rng = np.random.default_rng(seed)
-    actions = [rng.integers(2, size=num_envs) for _ in range(256)]
+    rows = max(16, 32768 // num_envs)
+    actions = [rng.integers(2, size=num_envs) for _ in range(rows)]
     for a in actions[:16]:  # warm up the threads
         pool.step(a)
     steps = 0
@@ -65,7 +67,7 @@ def flywheel_api(num_envs, threads, seconds, seed):
     deadline = start + seconds
     t = 0
     while True:
-        pool.step(actions[t % 256])
+        pool.step(actions[t % rows])
         steps += num_envs
         t += 1
         if t % 64 == 0 and time.perf_counter() >= deadline:

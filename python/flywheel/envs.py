@@ -452,8 +452,9 @@ def make(env_id: str, num_envs: int = 1, batch_size: Optional[int] = None, num_t
     num_envs = _check_count("num_envs", num_envs, 1)
     batch = num_envs if batch_size is None else _check_count("batch_size", batch_size, 1)
     num_threads = _check_count("num_threads", num_threads, 1)
-    seeds = _seed_list(seed, 1)
-    core = _core.EnvPool(str(env_id), num_envs, batch, num_threads, seeds[0] if seeds else 0,
+    if isinstance(seed, bool) or not isinstance(seed, (numbers.Integral, np.integer)) or int(seed) < 0:
+        raise ValueError(f"seed must be an int >= 0 (env i gets seed + i), got {seed!r}")
+    core = _core.EnvPool(str(env_id), num_envs, batch, num_threads, int(seed) % (1 << 64),
                          _check_mode(autoreset_mode), _limits(max_episode_steps, num_envs),
                          _env_kwargs(env_kwargs, num_envs), float(spin_us))
     return EnvPool(core)

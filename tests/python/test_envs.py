@@ -365,8 +365,10 @@ def test_bad_input_is_a_clear_error():
         envs.make("Pendulum-v1", num_envs=3, g=[1.0, 2.0])
     with pytest.raises(ValueError, match="autoreset_mode must be one of"):
         envs.make("CartPole-v1", autoreset_mode="disabled")
-    with pytest.raises(ValueError, match="seed must be None, an int >= 0"):
+    with pytest.raises(ValueError, match="seed must be an int >= 0"):
         envs.make("CartPole-v1", seed=-1)
+    with pytest.raises(ValueError, match="seed must be None, an int >= 0"):
+        envs.make("CartPole-v1").reset(seed=-1)
 
     pool = envs.make("CartPole-v1", num_envs=4, batch_size=2)
     with pytest.raises(RuntimeError, match=r"call reset\(\) first"):

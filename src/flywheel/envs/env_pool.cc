@@ -90,7 +90,7 @@ struct alignas(kAlign) PaddedCount {
 
 // Per-env state. Touched by one thread at a time: the driver while the env
 // is idle, the thread that claimed it while it is in flight (hand-off
-// through the queue's release/acquire). One cache line each, so threads
+// through Send's release store and the claim's acquire). One cache line each, so threads
 // stepping neighbouring envs do not share lines.
 struct alignas(kAlign) Slot {
   std::unique_ptr<Env> env;
@@ -528,14 +528,6 @@ class EnvPoolImpl final : public EnvPool {
     return absl::OkStatus();
   }
 
-  // Claims and runs one chunk of the queue; false when nothing is queued.
-  //
-  // The chunk's env ids are read before the CAS that claims them: once a
-  // position is claimed, the driver may reuse its queue slot (the env of a
-  // later position can be received and sent again while this thread is
-  // descheduled), but while a position is unclaimed at most N - 1 positions
-  // follow it, so its slot still holds it. A successful CAS proves the
-  // positions were unclaimed throughout the reads.
   // Claims and runs one chunk for stepping thread `thread` (0: the driver,
   // i: worker i - 1 ... in sync mode; any index in async mode); false when
   // nothing is left to claim.
@@ -555,10 +547,11 @@ class EnvPoolImpl final : public EnvPool {
     for (int i = 0, t = thread; i < num; ++i, t = t + 1 == num ? 0 : t + 1) {
       Range& r = ranges_[t];
       const int64_t next = r.next.load(std::memory_order_relaxed);
-      // Another thread's range only when it is at least two chunks behind
-      // (descheduled, or its envs are slower): a stolen env's state moves to
-      // this core and back, which costs more than a small imbalance.
-      if (next >= r.end || (i > 0 && r.end - next < 2 * r.chunk)) continue;
+      // Another thread's range only when its owner has not started (it is
+      // late: descheduled, or asleep) or is at least two chunks behind: a
+      // stolen env's state moves to this core and back, which costs more
+      // than a small imbalance.
+      if (next >= r.end || (i > 0 && next > r.begin && r.end - next < 2 * r.chunk)) continue;
       // acq_rel: reads from Send's reset (release) or a later claim of this
       // batch, so this thread sees the batch's actions and out_batch_.
       const int64_t begin = r.next.fetch_add(r.chunk, std::memory_order_acq_rel);
@@ -591,7 +584,15 @@ class EnvPoolImpl final : public EnvPool {
     n.store(n.load(std::memory_order_relaxed) + c, std::memory_order_release);
   }
 
-  // Async mode: chunks of the queue; `completed`: the thread's counter.
+  // Async mode: claims and runs one chunk of the queue; false when nothing
+  // is queued. `completed`: the calling thread's counter.
+  //
+  // The chunk's env ids are read before the CAS that claims them: once a
+  // position is claimed, the driver may reuse its queue slot (the env of a
+  // later position can be received and sent again while this thread is
+  // descheduled), but while a position is unclaimed at most N - 1 positions
+  // follow it, so its slot still holds it. A successful CAS proves the
+  // positions were unclaimed throughout the reads.
   bool TryRunQueueChunk(std::atomic<int64_t>* completed) {
     int32_t ids[kMaxChunk];
     uint64_t h = head_.load(std::memory_order_acquire);

@@ -28,8 +28,9 @@
 // Hand-offs cost no allocation, no mutex and no condition variable on the
 // hot path: Send writes actions into per-env slots and publishes them with
 // a release store. In sync mode each stepping thread owns a home range of
-// envs (claimed in quarters with one fetch_add; idle threads steal the
-// rest), so an env stays on one core; in async mode env ids go into a ring
+// envs (claimed in quarters with one fetch_add; idle threads help ranges
+// whose thread is late or far behind), so an env stays on one core; in
+// async mode env ids go into a ring
 // whose chunks threads claim with one CAS (guided: a share of what is
 // queued). Finished rows are counted per buffer with one atomic add per
 // batch (sync) or chunk (async). Idle threads spin for options.spin, then

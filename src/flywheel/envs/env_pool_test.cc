@@ -113,6 +113,8 @@ TEST(EnvPoolTest, SyncResultsDoNotDependOnThreadCount) {
   EXPECT_EQ(RunSync(Opts(64, 0, 2, 5), 300), one);
   EXPECT_EQ(RunSync(Opts(64, 0, 4, 5), 300), one);
   EXPECT_NE(RunSync(Opts(64, 0, 2, 6), 300), one);  // the seed matters
+  // More threads than envs: some home ranges are empty.
+  EXPECT_EQ(RunSync(Opts(3, 0, 8, 5), 100), RunSync(Opts(3, 0, 1, 5), 100));
 }
 
 TEST(EnvPoolTest, EnvISeedsWithSeedPlusI) {
