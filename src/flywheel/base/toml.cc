@@ -12,6 +12,7 @@
 
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "flywheel/base/utf8.h"
 
 namespace flywheel::toml {
 namespace {
@@ -48,46 +49,6 @@ void AppendUtf8(uint32_t cp, std::string* out) {
     out->push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3f)));
     out->push_back(static_cast<char>(0x80 | (cp & 0x3f)));
   }
-}
-
-// Offset of the first byte that does not start a well-formed UTF-8 sequence
-// (no overlongs, surrogates or code points above U+10FFFF), or npos.
-size_t FirstInvalidUtf8(std::string_view s) {
-  size_t i = 0;
-  const size_t n = s.size();
-  while (i < n) {
-    const unsigned char c = static_cast<unsigned char>(s[i]);
-    if (c < 0x80) {
-      ++i;
-      continue;
-    }
-    size_t len = 0;
-    uint32_t cp = 0;
-    if ((c & 0xe0) == 0xc0) {
-      len = 2;
-      cp = c & 0x1f;
-    } else if ((c & 0xf0) == 0xe0) {
-      len = 3;
-      cp = c & 0x0f;
-    } else if ((c & 0xf8) == 0xf0) {
-      len = 4;
-      cp = c & 0x07;
-    } else {
-      return i;
-    }
-    if (i + len > n) return i;
-    for (size_t k = 1; k < len; ++k) {
-      const unsigned char cc = static_cast<unsigned char>(s[i + k]);
-      if ((cc & 0xc0) != 0x80) return i;
-      cp = (cp << 6) | (cc & 0x3f);
-    }
-    if ((len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000) ||
-        cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) {
-      return i;
-    }
-    i += len;
-  }
-  return std::string_view::npos;
 }
 
 // `s` as a double-quoted TOML basic string, for messages.

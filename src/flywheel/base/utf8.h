@@ -1,15 +1,18 @@
-// UTF-8 validation for text that ends up in JSON (names, properties).
+// UTF-8 validation for text that ends up in JSON (names, properties) and
+// for parsers that report where input stops being UTF-8.
 //
 // Thread-safety: stateless.
 #pragma once
 
+#include <cstddef>
 #include <string_view>
 
 namespace flywheel {
 
-// True if `s` is well-formed UTF-8 (no overlongs, surrogates or code points
-// above U+10FFFF).
-inline bool IsValidUtf8(std::string_view s) {
+// Byte offset of the first byte of `s` that does not start a well-formed
+// UTF-8 sequence (overlongs, surrogates and code points above U+10FFFF are
+// not well-formed), or std::string_view::npos when all of `s` is.
+inline size_t FirstInvalidUtf8(std::string_view s) {
   size_t i = 0;
   const size_t n = s.size();
   while (i < n) {
@@ -18,25 +21,36 @@ inline bool IsValidUtf8(std::string_view s) {
       ++i;
       continue;
     }
-    int len;
+    size_t len;
     unsigned cp;
-    if ((c & 0xe0) == 0xc0) { len = 2; cp = c & 0x1f; }
-    else if ((c & 0xf0) == 0xe0) { len = 3; cp = c & 0x0f; }
-    else if ((c & 0xf8) == 0xf0) { len = 4; cp = c & 0x07; }
-    else return false;
-    if (i + static_cast<size_t>(len) > n) return false;
-    for (int k = 1; k < len; ++k) {
+    if ((c & 0xe0) == 0xc0) {
+      len = 2;
+      cp = c & 0x1f;
+    } else if ((c & 0xf0) == 0xe0) {
+      len = 3;
+      cp = c & 0x0f;
+    } else if ((c & 0xf8) == 0xf0) {
+      len = 4;
+      cp = c & 0x07;
+    } else {
+      return i;
+    }
+    if (i + len > n) return i;
+    for (size_t k = 1; k < len; ++k) {
       const unsigned char cc = static_cast<unsigned char>(s[i + k]);
-      if ((cc & 0xc0) != 0x80) return false;
+      if ((cc & 0xc0) != 0x80) return i;
       cp = (cp << 6) | (cc & 0x3f);
     }
     if ((len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000) ||
         cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) {
-      return false;
+      return i;
     }
-    i += static_cast<size_t>(len);
+    i += len;
   }
-  return true;
+  return std::string_view::npos;
 }
+
+// True if `s` is well-formed UTF-8.
+inline bool IsValidUtf8(std::string_view s) { return FirstInvalidUtf8(s) == std::string_view::npos; }
 
 }  // namespace flywheel
