@@ -111,17 +111,9 @@ Status RemoteWriter::TakeError() {
 
 bool RemoteWriter::Send(const Pending& p) {
   proto::InsertStreamRequest req;
-  proto::Item* item = req.add_items();
-  item->set_table(p.table);
-  item->set_key(p.key);
-  item->set_priority(p.priority);
+  internal_service::ItemToProto(p.table, p.key, p.priority, p.columns, req.add_items());
   for (const TrajectoryColumn& tc : p.columns) {
-    proto::Column* col = item->add_columns();
-    col->set_name(tc.name);
-    col->set_offset(tc.offset);
-    col->set_length(tc.length);
     for (const auto& chunk : tc.chunks) {
-      col->add_chunk_keys(chunk->key());
       if (sent_.insert(chunk->key()).second) ChunkToProto(*chunk, req.add_chunks());
     }
   }

@@ -354,7 +354,7 @@ class Server::Impl final : public proto::ReplayService::Service {
             }
           }
           proto::SampledItem* out = resp.add_items();
-          ItemToProto(req.table(), *s.item, out->mutable_item());
+          internal_service::ItemToProto(req.table(), s.item->key, s.item->priority, s.item->columns, out->mutable_item());
           out->set_priority(s.priority);
           out->set_probability(s.probability);
           out->set_table_size(s.table_size);
@@ -467,19 +467,6 @@ class Server::Impl final : public proto::ReplayService::Service {
         FW_LOG(ERROR) << "replay server: periodic checkpoint failed: " << r.status();
       }
       stop_mu_.Lock();
-    }
-  }
-
-  static void ItemToProto(const std::string& table, const Item& item, proto::Item* out) {
-    out->set_table(table);
-    out->set_key(item.key);
-    out->set_priority(item.priority);
-    for (const auto& col : item.columns) {
-      proto::Column* pc = out->add_columns();
-      pc->set_name(col.name);
-      for (const auto& c : col.chunks) pc->add_chunk_keys(c->key());
-      pc->set_offset(col.offset);
-      pc->set_length(col.length);
     }
   }
 

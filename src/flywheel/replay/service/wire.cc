@@ -40,6 +40,20 @@ Result<ChunkRef> ChunkFromProto(proto::Chunk* c) {
                                std::move(*c->mutable_compressed()));
 }
 
+void ItemToProto(const std::string& table, ItemKey key, double priority,
+                 const std::vector<TrajectoryColumn>& columns, proto::Item* out) {
+  out->set_table(table);
+  out->set_key(key);
+  out->set_priority(priority);
+  for (const auto& col : columns) {
+    proto::Column* pc = out->add_columns();
+    pc->set_name(col.name);
+    for (const auto& c : col.chunks) pc->add_chunk_keys(c->key());
+    pc->set_offset(col.offset);
+    pc->set_length(col.length);
+  }
+}
+
 void TableInfoToProto(const TableInfo& info, const std::string& explain, proto::TableInfo* out) {
   out->set_name(info.name);
   out->set_size(info.size);

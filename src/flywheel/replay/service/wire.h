@@ -6,6 +6,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "flywheel/base/status.h"
 #include "flywheel/replay/chunk.h"
@@ -27,6 +28,11 @@ void ChunkToProto(const Chunk& c, proto::Chunk* out);
 // Moves the bytes out of `c`. InvalidArgument naming the chunk key and the
 // field for a bad step type, codec or size.
 Result<ChunkRef> ChunkFromProto(proto::Chunk* c);
+
+// An item's wire form: table, key, priority and, per column, its chunk keys
+// and slice (the chunks themselves travel separately).
+void ItemToProto(const std::string& table, ItemKey key, double priority,
+                 const std::vector<TrajectoryColumn>& columns, proto::Item* out);
 
 void TableInfoToProto(const TableInfo& info, const std::string& explain, proto::TableInfo* out);
 TableInfo TableInfoFromProto(const proto::TableInfo& p);
