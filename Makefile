@@ -22,7 +22,8 @@ DEB_PACKAGES := build-essential cmake ninja-build ccache pkg-config \
   libgtest-dev libgmock-dev libbenchmark-dev libabsl-dev libzstd-dev liblz4-dev \
   libxxhash-dev nlohmann-json3-dev libcli11-dev pybind11-dev python3-dev \
   python3-numpy python3-pytest clang libclang-rt-14-dev \
-  libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
+  libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler \
+  python3-torch openmpi-bin
 
 ifneq ($(SAN),)
   BUILD := build-$(SAN)
