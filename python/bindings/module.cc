@@ -11,6 +11,7 @@ void RegisterTable(pybind11::module_& m);
 void RegisterReplay(pybind11::module_& m);
 void RegisterReplayService(pybind11::module_& m);
 void RegisterEnvs(pybind11::module_& m);
+void RegisterRl(pybind11::module_& m);
 }  // namespace flywheel::python
 
 PYBIND11_MODULE(_core, m) {
@@ -22,4 +23,5 @@ PYBIND11_MODULE(_core, m) {
   flywheel::python::RegisterReplay(m);
   flywheel::python::RegisterReplayService(m);  // after RegisterReplay: uses its ReplayTable
   flywheel::python::RegisterEnvs(m);
+  flywheel::python::RegisterRl(m);
 }

@@ -73,6 +73,7 @@
 #include "flywheel/replay/service/client.h"
 #include "flywheel/replay/service/server.h"
 #include "flywheel/replay/service/sharded_client.h"
+#include "flywheel/rl/service/weight_service.h"
 #endif
 
 namespace flywheel::python {
@@ -159,7 +160,7 @@ class PyReplayServer {
   PyReplayServer(std::vector<py::object> tables, const std::string& address,
                  int64_t max_message_bytes, const std::string& checkpoint_dir,
                  std::optional<double> checkpoint_interval_s, int keep_last, bool restore,
-                 uint64_t restore_seed)
+                 uint64_t restore_seed, bool serve_weights)
       : configured_(std::move(tables)) {
     replay::ServerOptions o;
     o.address = address;
@@ -174,6 +175,7 @@ class PyReplayServer {
     o.checkpoint_keep_last = keep_last;
     o.restore = restore;
     o.restore_seed = restore_seed;
+    if (serve_weights) o.services.push_back(std::make_shared<rl::WeightService>(std::make_shared<rl::WeightStore>()));
     Result<std::unique_ptr<replay::Server>> r = absl::UnknownError("unset");
     {
       py::gil_scoped_release nogil;  // binds, and restores a checkpoint
@@ -648,10 +650,10 @@ void RegisterReplayService(py::module_& m) {
 
   py::class_<PyReplayServer>(m, "ReplayServer", "A replay gRPC server; see flywheel.replay.Server.")
       .def(py::init<std::vector<py::object>, const std::string&, int64_t, const std::string&,
-                    std::optional<double>, int, bool, uint64_t>(),
+                    std::optional<double>, int, bool, uint64_t, bool>(),
            py::arg("tables"), py::arg("address"), py::arg("max_message_bytes"),
            py::arg("checkpoint_dir"), py::arg("checkpoint_interval"), py::arg("keep_last"),
-           py::arg("restore"), py::arg("restore_seed"))
+           py::arg("restore"), py::arg("restore_seed"), py::arg("serve_weights") = false)
       .def_property_readonly("port", &PyReplayServer::port)
       .def_property_readonly("address", &PyReplayServer::address)
       .def_property_readonly("restored_checkpoint", &PyReplayServer::restored_checkpoint)

@@ -880,6 +880,8 @@ class Server:
         checkpoint lacks start empty. :attr:`tables` holds what is served.
       max_message_bytes: largest gRPC message sent or accepted.
       restore_seed: seed of restored Uniform and Prioritized samplers.
+      weights: also serve a weight store on the same port
+        (:class:`flywheel.rl.WeightClient`; docs/rl.md, "Weights").
 
     Used as a context manager, the server stops on exit. Thread-safe.
     """
@@ -889,7 +891,7 @@ class Server:
     def __init__(self, tables: Union[Sequence[Table], Table] = (), port: int = 0, host: str = "127.0.0.1",
                  checkpoint_dir: Optional[str] = None, checkpoint_interval: Optional[float] = None,
                  keep_last: int = 3, restore: bool = True, max_message_bytes: int = _DEFAULT_MAX_MESSAGE_BYTES,
-                 *, restore_seed: int = 0):
+                 *, restore_seed: int = 0, weights: bool = False):
         _require_service("Server")
         if isinstance(tables, Table):
             tables = [tables]
@@ -906,7 +908,7 @@ class Server:
             checkpoint_dir = os.fspath(checkpoint_dir)
         self._s = _core.ReplayServer([t._t for t in tables], address, int(max_message_bytes),
                                      checkpoint_dir or "", _seconds(checkpoint_interval), int(keep_last),
-                                     bool(restore), int(restore_seed))
+                                     bool(restore), int(restore_seed), bool(weights))
         self._restore_seed = int(restore_seed)
         given = {id(t._t): t for t in tables}
         self._tables: Dict[str, Table] = {}

@@ -11,5 +11,7 @@ namespace flywheel::cli {
 void AddTableCommands(CLI::App& app, int* exit_code);
 // `flywheel replay ...` (builds with the gRPC service only).
 void AddReplayCommands(CLI::App& app, int* exit_code);
+// `flywheel run CONFIG.toml` (run_command.cc).
+void AddRunCommand(CLI::App& app, int* exit_code);
 
 }  // namespace flywheel::cli

@@ -12,6 +12,7 @@ int main(int argc, char** argv) {
   flywheel::cli::AddTableCommands(app, &exit_code);
 #ifdef FLYWHEEL_HAVE_REPLAY_SERVICE
   flywheel::cli::AddReplayCommands(app, &exit_code);
+  flywheel::cli::AddRunCommand(app, &exit_code);
 #endif
   try {
     app.parse(argc, argv);

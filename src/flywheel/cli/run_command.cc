@@ -1,0 +1,701 @@
+// `flywheel run CONFIG.toml`: the RL launcher and supervisor (docs/rl.md,
+// "flywheel run").
+//
+// Roles:
+//   all    (default) the replay + weight server in this process, the learner
+//          (python3 -m flywheel.rl.learner) and [actor] count actor
+//          processes (this binary, --role actor), supervised: a dead actor
+//          is restarted with backoff, a dead learner resumes from its last
+//          checkpoint; progress is printed; Ctrl-C stops everything.
+//   head   the server and the learner only (actors run elsewhere).
+//   actor  one C++ actor (rl/actor.h) for --address.
+// Under mpirun (OMPI_COMM_WORLD_RANK / PMI_RANK / PMIX_RANK set, more than
+// one rank) rank 0 is the head and rank r > 0 is actor r - 1, reaching the
+// head at [run] host:port (a fixed port is required).
+//
+// Run directory: config.toml (a copy), metrics.jsonl (the learner's, one
+// line per update), learner.log and actor-<i>.log (each process's output),
+// actors/actor-<i>.json (actor counters), checkpoints/, pids.json (the
+// supervised processes, for tools and tests), result.json (the learner's
+// stop reason) and summary.json (the launcher's summary).
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "CLI/CLI.hpp"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
+#include "flywheel/cli/commands.h"
+#include "flywheel/cli/common.h"
+#include "flywheel/replay/selectors/interface.h"
+#include "flywheel/replay/service/server.h"
+#include "flywheel/rl/actor.h"
+#include "flywheel/rl/run_config.h"
+#include "flywheel/rl/service/weight_service.h"
+#include "nlohmann/json.hpp"
+
+namespace flywheel::cli {
+namespace {
+
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+struct RunArgs {
+  std::string config;
+  std::string run_dir;
+  std::string role;
+  std::string address;
+  int actor_id = 0;
+  int restart = 0;
+  int actors = -1;
+  int port = -1;
+  bool deterministic = false;
+  std::string python;
+};
+
+double Seconds(Clock::time_point since) { return std::chrono::duration<double>(Clock::now() - since).count(); }
+
+// The MPI rank and world size when started by mpirun (Open MPI, MPICH/PMI,
+// PMIx), else nullopt.
+std::optional<std::pair<int, int>> MpiRank() {
+  const char* pairs[][2] = {{"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"},
+                            {"PMIX_RANK", "PMIX_SIZE"},
+                            {"PMI_RANK", "PMI_SIZE"}};
+  for (const auto& p : pairs) {
+    const char* r = std::getenv(p[0]);
+    const char* n = std::getenv(p[1]);
+    if (r != nullptr && n != nullptr) return std::make_pair(std::atoi(r), std::atoi(n));
+  }
+  return std::nullopt;
+}
+
+std::string SelfExe() {
+  std::error_code ec;
+  fs::path p = fs::read_symlink("/proc/self/exe", ec);
+  return ec ? "flywheel" : p.string();
+}
+
+// Makes the flywheel Python package importable by the learner: FLYWHEEL_PYTHONPATH,
+// else the build tree's python/ next to this binary, prepended to PYTHONPATH.
+void SetPythonPath() {
+  std::string dir;
+  if (const char* env = std::getenv("FLYWHEEL_PYTHONPATH"); env != nullptr) {
+    dir = env;
+  } else {
+    fs::path exe = fs::path(SelfExe()).parent_path();  // <build>/src/flywheel/cli
+    for (fs::path c : {exe / "../../../python", exe / "../python", exe / "../lib/flywheel/python"}) {
+      std::error_code ec;
+      if (fs::exists(c / "flywheel" / "__init__.py", ec)) {
+        dir = fs::weakly_canonical(c, ec).string();
+        break;
+      }
+    }
+  }
+  if (dir.empty()) return;
+  const char* old = std::getenv("PYTHONPATH");
+  const std::string value = old != nullptr && *old != '\0' ? absl::StrCat(dir, ":", old) : dir;
+  setenv("PYTHONPATH", value.c_str(), 1);
+}
+
+sigset_t BlockSignals() {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGCHLD);
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  return set;
+}
+
+// Starts `argv` with stdout and stderr appended to `log`; returns its pid.
+Result<pid_t> Spawn(const std::vector<std::string>& argv, const std::string& log) {
+  std::vector<char*> cargv;
+  for (const auto& a : argv) cargv.push_back(const_cast<char*>(a.c_str()));
+  cargv.push_back(nullptr);
+  const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  if (fd < 0) return absl::InternalError(absl::StrCat("cannot open ", log, ": ", std::strerror(errno)));
+  const pid_t pid = fork();
+  if (pid < 0) {
+    ::close(fd);
+    return absl::InternalError(absl::StrCat("fork: ", std::strerror(errno)));
+  }
+  if (pid == 0) {
+    sigset_t all;
+    sigfillset(&all);
+    pthread_sigmask(SIG_UNBLOCK, &all, nullptr);
+    dup2(fd, 1);
+    dup2(fd, 2);
+    execvp(cargv[0], cargv.data());
+    std::fprintf(stderr, "flywheel run: cannot start %s: %s\n", cargv[0], std::strerror(errno));
+    _exit(127);
+  }
+  ::close(fd);
+  return pid;
+}
+
+std::string ExitText(int status) {
+  if (WIFEXITED(status)) return absl::StrCat("exit code ", WEXITSTATUS(status));
+  if (WIFSIGNALED(status)) return absl::StrCat("signal ", WTERMSIG(status), " (", strsignal(WTERMSIG(status)), ")");
+  return "unknown status";
+}
+
+// The last line of a file (up to 64 KiB back), or "".
+std::string LastLine(const std::string& path) {
+  std::ifstream f(path, std::ios::binary | std::ios::ate);
+  if (!f) return "";
+  const std::streamoff size = f.tellg();
+  const std::streamoff back = std::min<std::streamoff>(size, 65536);
+  std::string tail(static_cast<size_t>(back), '\0');
+  f.seekg(size - back);
+  f.read(tail.data(), back);
+  while (!tail.empty() && tail.back() == '\n') tail.pop_back();
+  const size_t nl = tail.rfind('\n');
+  return nl == std::string::npos ? tail : tail.substr(nl + 1);
+}
+
+std::string Tail(const std::string& path, int lines) {
+  std::ifstream f(path);
+  std::vector<std::string> all;
+  for (std::string l; std::getline(f, l);) all.push_back(l);
+  std::string out;
+  for (size_t i = all.size() > static_cast<size_t>(lines) ? all.size() - lines : 0; i < all.size(); ++i) {
+    absl::StrAppend(&out, "    ", all[i], "\n");
+  }
+  return out;
+}
+
+Status WriteAtomically(const std::string& path, const std::string& text) {
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream f(tmp, std::ios::trunc);
+    f << text;
+    if (!f) return absl::InternalError(absl::StrCat("cannot write ", tmp));
+  }
+  std::error_code ec;
+  fs::rename(tmp, path, ec);
+  if (ec) return absl::InternalError(absl::StrCat("cannot rename ", tmp, ": ", ec.message()));
+  return Status();
+}
+
+std::string Human(double v) {
+  if (v >= 1e6) return absl::StrFormat("%.2fM", v / 1e6);
+  if (v >= 1e4) return absl::StrFormat("%.1fk", v / 1e3);
+  return absl::StrFormat("%.0f", v);
+}
+
+// ------------------------------------------------------------------ actor
+
+std::atomic<bool> g_stop{false};
+extern "C" void OnStopSignal(int) { g_stop.store(true); }
+
+nlohmann::json StatsJson(const rl::ActorStats& s) {
+  return {{"env_steps", s.env_steps},       {"unrolls", s.unrolls},
+          {"episodes", s.episodes},         {"last_return", s.last_return},
+          {"policy_version", s.policy_version}, {"weight_updates", s.weight_updates},
+          {"step_s", s.step_s},             {"act_s", s.act_s},
+          {"write_s", s.write_s},           {"wait_weights_s", s.wait_weights_s},
+          {"elapsed_s", s.elapsed_s}};
+}
+
+uint64_t Mix(uint64_t a, uint64_t b) {
+  SplitMix64 r(a * 0x9e3779b97f4a7c15ULL ^ b);
+  return r.Next();
+}
+
+int RunActorRole(const rl::RunConfig& c, const RunArgs& a, const std::string& run_dir) {
+  signal(SIGINT, OnStopSignal);
+  signal(SIGTERM, OnStopSignal);
+  rl::ActorOptions o;
+  o.address = a.address;
+  o.table = c.table;
+  o.model = rl::kPolicyModel;
+  o.env_id = c.env_id;
+  o.num_envs = c.num_envs;
+  o.num_threads = a.deterministic ? 1 : c.num_threads;
+  o.max_episode_steps = c.max_episode_steps;
+  // Distinct envs per actor, and per restart (a restarted actor should not
+  // replay the episodes it already sent).
+  const uint64_t slot = static_cast<uint64_t>(a.actor_id) + static_cast<uint64_t>(a.restart) * 1000003ULL;
+  o.env_seed = c.seed * 0x100000001b3ULL + slot * static_cast<uint64_t>(c.num_envs);
+  o.policy_seed = Mix(c.seed, slot + 1);
+  o.unroll_length = c.unroll_length;
+  o.activation = c.activation;
+  o.on_policy = a.deterministic || c.on_policy;
+  const std::string stats_dir = run_dir.empty() ? "" : absl::StrCat(run_dir, "/actors");
+  if (!stats_dir.empty()) fs::create_directories(stats_dir);
+  const std::string stats_path = absl::StrCat(stats_dir, "/actor-", a.actor_id, ".json");
+  std::printf("actor %d: %s x%d, unrolls of %lld steps into '%s' at %s (%s)\n", a.actor_id, c.env_id.c_str(),
+              c.num_envs, static_cast<long long>(c.unroll_length), c.table.c_str(), a.address.c_str(),
+              o.on_policy ? "on-policy" : "async");
+  std::fflush(stdout);
+  Status s = rl::RunActor(o, g_stop, [&](const rl::ActorStats& st) {
+    if (stats_dir.empty()) return;
+    nlohmann::json j = StatsJson(st);
+    j["actor"] = a.actor_id;
+    j["restart"] = a.restart;
+    j["pid"] = static_cast<int64_t>(getpid());
+    WriteAtomically(stats_path, j.dump()).IgnoreError();
+  });
+  if (!s.ok()) return Fail(s);
+  std::printf("actor %d: stopped\n", a.actor_id);
+  return 0;
+}
+
+// ------------------------------------------------------------------- head
+
+struct Child {
+  std::string name;  // "learner" or "actor 3"
+  int actor_id = -1;
+  pid_t pid = -1;
+  int restarts = 0;
+  Clock::time_point started;
+  std::optional<Clock::time_point> restart_at;  // scheduled restart
+  bool finished = false;                         // exited and not to be restarted
+};
+
+class Supervisor {
+ public:
+  Supervisor(rl::RunConfig c, RunArgs a, std::string run_dir, int local_actors)
+      : c_(std::move(c)), a_(std::move(a)), run_dir_(std::move(run_dir)), local_actors_(local_actors) {}
+
+  int Run() {
+    sigset_t sigs = BlockSignals();
+    start_ = Clock::now();
+    if (Status s = StartServer(); !s.ok()) return Fail(s);
+    std::printf("flywheel run: %s: %s, %s, %d actor%s x %d envs, server %s, run dir %s\n", c_.name.c_str(),
+                c_.env_id.c_str(), c_.algorithm.c_str(), c_.actors, c_.actors == 1 ? "" : "s", c_.num_envs,
+                server_->address().c_str(), run_dir_.c_str());
+    std::fflush(stdout);
+    learner_.name = "learner";
+    if (Status s = Start(learner_); !s.ok()) return Fail(s);
+    for (int i = 0; i < local_actors_; ++i) {
+      Child ch;
+      ch.name = absl::StrCat("actor ", i);
+      ch.actor_id = i;
+      actors_.push_back(ch);
+    }
+    for (Child& ch : actors_) {
+      if (Status s = Start(ch); !s.ok()) {
+        StopAll();
+        return Fail(s);
+      }
+    }
+    WritePids();
+    Clock::time_point next_progress = Clock::now() + std::chrono::milliseconds(c_.progress_interval_ms);
+    int rc = -1;
+    while (rc < 0) {
+      timespec ts{0, 100 * 1000 * 1000};
+      const int sig = sigtimedwait(&sigs, nullptr, &ts);
+      if (sig == SIGINT || sig == SIGTERM) {
+        std::printf("flywheel run: %s; stopping the learner (it checkpoints) and the actors\n",
+                    sig == SIGINT ? "interrupted" : "terminated");
+        std::fflush(stdout);
+        StopAll();
+        PrintProgress();
+        std::printf("flywheel run: stopped after %.1f s; resume with the same command\n", Seconds(start_));
+        return 130;
+      }
+      rc = Reap();
+      RestartDue();
+      if (Clock::now() >= next_progress) {
+        PrintProgress();
+        next_progress = Clock::now() + std::chrono::milliseconds(c_.progress_interval_ms);
+      }
+    }
+    return rc;
+  }
+
+ private:
+  Status StartServer() {
+    replay::TableOptions t;
+    t.name = c_.table;
+    t.sampler = replay::NewFifoSelector();
+    t.remover = replay::NewFifoSelector();
+    t.max_size = c_.resolved_queue_size();
+    t.max_times_sampled = 1;
+    t.rate_limiter = replay::RateLimiterOptions::Queue(t.max_size);
+    t.watchdog = absl::ZeroDuration();  // waiting on a slow learner or actor is normal here
+    FW_ASSIGN_OR_RETURN(std::unique_ptr<replay::Table> table, replay::Table::Create(std::move(t)));
+    table_ = std::shared_ptr<replay::Table>(std::move(table));
+    replay::ServerOptions o;
+    o.address = absl::StrCat(c_.host, ":", a_.port >= 0 ? a_.port : c_.port);
+    o.tables.push_back(table_);
+    o.services.push_back(std::make_shared<rl::WeightService>(std::make_shared<rl::WeightStore>()));
+    FW_ASSIGN_OR_RETURN_CTX(server_, replay::Server::Start(std::move(o)), "flywheel run: replay server");
+    return Status();
+  }
+
+  std::vector<std::string> Argv(const Child& ch) const {
+    if (ch.actor_id < 0) {
+      std::vector<std::string> v = {python_, "-m", "flywheel.rl.learner", a_.config, "--address",
+                                    server_->address(), "--run-dir", run_dir_};
+      if (a_.deterministic) v.push_back("--deterministic");
+      return v;
+    }
+    std::vector<std::string> v = {SelfExe(), "run", a_.config, "--role", "actor", "--address", server_->address(),
+                                  "--actor-id", std::to_string(ch.actor_id), "--restart",
+                                  std::to_string(ch.restarts), "--run-dir", run_dir_};
+    if (a_.deterministic) v.push_back("--deterministic");
+    return v;
+  }
+
+  std::string LogPath(const Child& ch) const {
+    return ch.actor_id < 0 ? run_dir_ + "/learner.log" : absl::StrCat(run_dir_, "/actor-", ch.actor_id, ".log");
+  }
+
+  Status Start(Child& ch) {
+    FW_ASSIGN_OR_RETURN(ch.pid, Spawn(Argv(ch), LogPath(ch)));
+    ch.started = Clock::now();
+    ch.restart_at.reset();
+    WritePids();
+    return Status();
+  }
+
+  void WritePids() {
+    nlohmann::json j;
+    j["launcher"] = static_cast<int64_t>(getpid());
+    j["learner"] = static_cast<int64_t>(learner_.pid);
+    j["learner_restarts"] = learner_.restarts;
+    nlohmann::json actors = nlohmann::json::array();
+    for (const Child& ch : actors_) actors.push_back({{"pid", ch.pid}, {"restarts", ch.restarts}});
+    j["actors"] = actors;
+    j["address"] = server_->address();
+    WriteAtomically(run_dir_ + "/pids.json", j.dump()).IgnoreError();
+  }
+
+  // Backoff before restart number `n` (1, 2, 4 ... 30 s; 1 s again after a
+  // child ran a minute).
+  static std::chrono::milliseconds Backoff(const Child& ch) {
+    if (Seconds(ch.started) > 60) return std::chrono::milliseconds(1000);
+    const int n = std::min(ch.restarts, 5);
+    return std::chrono::milliseconds(std::min(30000, 1000 << n));
+  }
+
+  // Handles exited children; returns the launcher's exit code once the run
+  // is over, else -1.
+  int Reap() {
+    for (;;) {
+      int status = 0;
+      const pid_t pid = waitpid(-1, &status, WNOHANG);
+      if (pid <= 0) return -1;
+      Child* ch = nullptr;
+      if (pid == learner_.pid) ch = &learner_;
+      for (Child& a : actors_) {
+        if (a.pid == pid) ch = &a;
+      }
+      if (ch == nullptr) continue;
+      ch->pid = -1;
+      const bool clean = WIFEXITED(status) && WEXITSTATUS(status) == 0;
+      if (ch == &learner_) {
+        if (clean) return Finish();
+        if (WIFEXITED(status) && WEXITSTATUS(status) == 2) {
+          std::printf("flywheel run: the learner refused the configuration:\n%s", Tail(LogPath(learner_), 5).c_str());
+          StopAll();
+          return 2;
+        }
+        if (learner_.restarts >= kMaxLearnerRestarts) {
+          std::printf("flywheel run: the learner died (%s) %d times; giving up. Last lines of %s:\n%s",
+                      ExitText(status).c_str(), learner_.restarts + 1, LogPath(learner_).c_str(),
+                      Tail(LogPath(learner_), 10).c_str());
+          StopAll();
+          return 1;
+        }
+      }
+      if (ch != &learner_ && clean) {
+        ch->finished = true;  // the table closed: the run is ending
+        continue;
+      }
+      const auto wait = Backoff(*ch);
+      ++ch->restarts;
+      ch->restart_at = Clock::now() + wait;
+      std::printf("flywheel run: %s died (%s); %s in %.0f s (restart %d). Last lines of %s:\n%s", ch->name.c_str(),
+                  ExitText(status).c_str(),
+                  ch == &learner_ ? "resuming it from its last checkpoint" : "restarting it",
+                  std::chrono::duration<double>(wait).count(), ch->restarts, LogPath(*ch).c_str(),
+                  Tail(LogPath(*ch), 3).c_str());
+      std::fflush(stdout);
+    }
+  }
+
+  void RestartDue() {
+    for (Child* ch : All()) {
+      if (ch->pid < 0 && !ch->finished && ch->restart_at && Clock::now() >= *ch->restart_at) {
+        if (Status s = Start(*ch); !s.ok()) {
+          std::printf("flywheel run: restarting %s: %s\n", ch->name.c_str(), std::string(s.message()).c_str());
+          ch->restart_at = Clock::now() + std::chrono::seconds(5);
+        }
+      }
+    }
+  }
+
+  std::vector<Child*> All() {
+    std::vector<Child*> v = {&learner_};
+    for (Child& a : actors_) v.push_back(&a);
+    return v;
+  }
+
+  // SIGTERM to every child, then SIGKILL to those still there after 15 s.
+  void StopAll() {
+    for (Child* ch : All()) {
+      if (ch->pid > 0) kill(ch->pid, SIGTERM);
+    }
+    const Clock::time_point deadline = Clock::now() + std::chrono::seconds(15);
+    for (Child* ch : All()) {
+      while (ch->pid > 0) {
+        int status = 0;
+        const pid_t r = waitpid(ch->pid, &status, WNOHANG);
+        if (r == ch->pid || r < 0) {
+          ch->pid = -1;
+        } else if (Clock::now() >= deadline) {
+          kill(ch->pid, SIGKILL);
+          waitpid(ch->pid, &status, 0);
+          ch->pid = -1;
+        } else {
+          usleep(20 * 1000);
+        }
+      }
+      ch->finished = true;
+    }
+    server_->Stop();
+  }
+
+  nlohmann::json LastMetrics() const {
+    const std::string line = LastLine(run_dir_ + "/metrics.jsonl");
+    if (line.empty()) return nlohmann::json::object();
+    auto j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+    return j.is_discarded() ? nlohmann::json::object() : j;
+  }
+
+  // Sum of the actors' counters (their stats files).
+  nlohmann::json ActorTotals() const {
+    nlohmann::json total = {{"env_steps", 0}, {"episodes", 0}, {"step_s", 0.0}, {"act_s", 0.0},
+                            {"write_s", 0.0}, {"wait_weights_s", 0.0}, {"elapsed_s", 0.0}};
+    std::error_code ec;
+    for (const auto& e : fs::directory_iterator(run_dir_ + "/actors", ec)) {
+      if (e.path().extension() != ".json") continue;
+      std::ifstream f(e.path());
+      auto j = nlohmann::json::parse(f, nullptr, false);
+      if (j.is_discarded()) continue;
+      for (auto& [k, v] : total.items()) {
+        if (j.contains(k) && j[k].is_number()) v = v.get<double>() + j[k].get<double>();
+      }
+    }
+    return total;
+  }
+
+  void PrintProgress() {
+    const nlohmann::json m = LastMetrics();
+    const double t = Seconds(start_);
+    const double steps = m.value("env_steps", 0.0);
+    const double updates = m.value("update", 0.0);
+    std::string ret = "-";
+    if (m.contains("mean_return_100") && m["mean_return_100"].is_number()) {
+      ret = absl::StrFormat("%.1f (%d ep)", m["mean_return_100"].get<double>(),
+                            std::min<int64_t>(100, m.value("episodes", int64_t{0})));
+    }
+    std::string lag = "-";
+    if (m.contains("staleness")) {
+      const auto& st = m["staleness"];
+      int64_t max_lag = 0;
+      for (auto& [k, v] : st["lags"].items()) {
+        (void)v;
+        max_lag = std::max<int64_t>(max_lag, std::stoll(k));
+      }
+      lag = absl::StrFormat("max %d, dropped %d", max_lag, st.value("dropped", int64_t{0}));
+    }
+    int up = 0, restarts = learner_.restarts;
+    for (const Child& a : actors_) {
+      up += a.pid > 0 ? 1 : 0;
+      restarts += a.restarts;
+    }
+    const replay::TableInfo info = table_->Info();
+    std::printf(
+        "[%6.0fs] env steps %s (%s/s)  updates %.0f (%.2f/s)  return %s  lag %s  replay %lld/%lld  actors %d/%zu "
+        "up  restarts %d\n",
+        t, Human(steps).c_str(), Human(steps / std::max(t, 1e-9)).c_str(), updates, updates / std::max(t, 1e-9),
+        ret.c_str(), lag.c_str(), static_cast<long long>(info.size), static_cast<long long>(info.max_size), up,
+        actors_.size(), restarts);
+    std::fflush(stdout);
+  }
+
+  int Finish() {
+    const double wall = Seconds(start_);
+    // The learner closed the table: actors stop on their own.
+    for (int i = 0; i < 50; ++i) {
+      bool any = false;
+      for (Child& a : actors_) {
+        int status = 0;
+        if (a.pid > 0 && waitpid(a.pid, &status, WNOHANG) == a.pid) a.pid = -1;
+        any = any || a.pid > 0;
+      }
+      if (!any) break;
+      usleep(100 * 1000);
+    }
+    StopAll();
+    PrintProgress();
+    std::ifstream rf(run_dir_ + "/result.json");
+    nlohmann::json result = nlohmann::json::parse(rf, nullptr, false);
+    if (result.is_discarded()) result = nlohmann::json::object();
+    const nlohmann::json m = LastMetrics();
+    const nlohmann::json actors = ActorTotals();
+    nlohmann::json summary = {{"name", c_.name},
+                              {"env", c_.env_id},
+                              {"algorithm", c_.algorithm},
+                              {"actors", c_.actors},
+                              {"num_envs", c_.num_envs},
+                              {"wall_s", wall},
+                              {"result", result},
+                              {"learner", m},
+                              {"actor_totals", actors},
+                              {"learner_restarts", learner_.restarts}};
+    int actor_restarts = 0;
+    for (const Child& a : actors_) actor_restarts += a.restarts;
+    summary["actor_restarts"] = actor_restarts;
+    WriteAtomically(run_dir_ + "/summary.json", summary.dump(2)).IgnoreError();
+    const std::string reason = result.value("reason", std::string("finished"));
+    std::printf("flywheel run: %s after %.1f s wall (%s env steps trained on, %.0f updates)\n", reason.c_str(), wall,
+                Human(m.value("env_steps", 0.0)).c_str(), m.value("update", 0.0));
+    if (m.contains("times")) {
+      const auto& tm = m["times"];
+      const double lw = std::max(1e-9, m.value("elapsed_s", wall));
+      std::printf("flywheel run: learner time: %.0f%% waiting for data, %.0f%% updating, %.0f%% publishing\n",
+                  100 * tm.value("wait_s", 0.0) / lw, 100 * tm.value("update_s", 0.0) / lw,
+                  100 * tm.value("publish_s", 0.0) / lw);
+    }
+    const double ae = std::max(1e-9, actors.value("elapsed_s", 0.0));
+    if (ae > 1e-6) {
+      std::printf(
+          "flywheel run: actor time: %.0f%% stepping envs, %.0f%% policy inference, %.0f%% writing to replay, %.0f%% "
+          "waiting for weights\n",
+          100 * actors.value("step_s", 0.0) / ae, 100 * actors.value("act_s", 0.0) / ae,
+          100 * actors.value("write_s", 0.0) / ae, 100 * actors.value("wait_weights_s", 0.0) / ae);
+    }
+    std::printf("flywheel run: summary in %s/summary.json\n", run_dir_.c_str());
+    std::fflush(stdout);
+    return 0;
+  }
+
+  static constexpr int kMaxLearnerRestarts = 5;
+  rl::RunConfig c_;
+  RunArgs a_;
+  std::string run_dir_;
+  int local_actors_;
+  std::string python_ = "/usr/bin/python3";
+  std::shared_ptr<replay::Table> table_;
+  std::unique_ptr<replay::Server> server_;
+  Child learner_;
+  std::vector<Child> actors_;
+  Clock::time_point start_;
+
+ public:
+  void set_python(std::string p) { python_ = std::move(p); }
+};
+
+Status PrepareRunDir(const rl::RunConfig& c, const std::string& run_dir, const std::string& config_path) {
+  std::error_code ec;
+  fs::create_directories(run_dir + "/checkpoints", ec);
+  if (ec) return absl::InternalError(absl::StrCat("cannot create run dir ", run_dir, ": ", ec.message()));
+  fs::create_directories(run_dir + "/actors", ec);
+  // Counters of a previous launch are stale; the learner's checkpoints and
+  // metrics carry over (a resumed run continues them).
+  for (const auto& e : fs::directory_iterator(run_dir + "/actors", ec)) fs::remove(e.path(), ec);
+  fs::remove(run_dir + "/result.json", ec);
+  const fs::path copy = fs::path(run_dir) / "config.toml";
+  if (!fs::equivalent(config_path, copy, ec)) fs::copy_file(config_path, copy, fs::copy_options::overwrite_existing, ec);
+  (void)c;
+  return Status();
+}
+
+int Run(RunArgs a) {
+  auto config = rl::LoadRunConfig(a.config);
+  if (!config.ok()) return Fail(config.status());
+  rl::RunConfig c = *std::move(config);
+  if (a.actors > 0) c.actors = a.actors;
+  if (a.deterministic) {
+    c.actors = 1;
+    c.num_threads = 1;
+    c.on_policy = true;
+    c.batch_unrolls = 1;
+  }
+  std::string role = a.role;
+  const auto mpi = MpiRank();
+  if (role.empty() && mpi && mpi->second > 1) {
+    role = mpi->first == 0 ? "head" : "actor";
+    if (role == "actor") a.actor_id = mpi->first - 1;
+    const int port = a.port >= 0 ? a.port : c.port;
+    if (port == 0) {
+      return Fail(absl::InvalidArgumentError(
+          "under mpirun the head needs a fixed port: set [run] port or pass --port"));
+    }
+    if (c.actors != mpi->second - 1) {
+      return Fail(absl::InvalidArgumentError(
+          absl::StrCat("[actor] count = ", c.actors, " but mpirun started ", mpi->second - 1,
+                       " actor rank(s) (ranks 1..", mpi->second - 1, "); pass --actors ", mpi->second - 1)));
+    }
+    if (a.address.empty()) a.address = absl::StrCat(c.host, ":", port);
+  }
+  if (role.empty()) role = "all";
+  const std::string run_dir = a.run_dir.empty() ? c.resolved_run_dir() : a.run_dir;
+  if (role == "actor") {
+    if (a.address.empty()) return Fail(absl::InvalidArgumentError("--role actor needs --address HOST:PORT"));
+    return RunActorRole(c, a, run_dir);
+  }
+  if (role != "all" && role != "head") {
+    return Fail(absl::InvalidArgumentError(absl::StrCat("--role ", role, ": expected all, head or actor")));
+  }
+  if (Status s = PrepareRunDir(c, run_dir, a.config); !s.ok()) return Fail(s);
+  SetPythonPath();
+  Supervisor sup(c, a, run_dir, role == "all" ? c.actors : 0);
+  if (!a.python.empty()) {
+    sup.set_python(a.python);
+  } else if (const char* p = std::getenv("FLYWHEEL_PYTHON"); p != nullptr && *p != '\0') {
+    sup.set_python(p);
+  }
+  return sup.Run();
+}
+
+}  // namespace
+
+void AddRunCommand(CLI::App& app, int* rc) {
+  auto a = std::make_shared<RunArgs>();
+  CLI::App* cmd = app.add_subcommand(
+      "run", "Train an RL agent: replay + weight server, learner and actors, supervised (docs/rl.md)");
+  cmd->add_option("config", a->config, "Run configuration (TOML), e.g. examples/cartpole_ppo.toml")
+      ->required()
+      ->check(CLI::ExistingFile);
+  cmd->add_option("--run-dir", a->run_dir, "Run directory (default: [run] run_dir, else runs/<name>)");
+  cmd->add_flag("--deterministic", a->deterministic,
+                "Reproducible run: one actor, one env thread, lockstep weights, single-threaded deterministic learner");
+  cmd->add_option("--actors", a->actors, "Override [actor] count")->check(CLI::Range(1, 4096));
+  cmd->add_option("--port", a->port, "Override [run] port (the server's port; needed under mpirun)")
+      ->check(CLI::Range(0, 65535));
+  cmd->add_option("--python", a->python, "Python interpreter for the learner (default $FLYWHEEL_PYTHON, else /usr/bin/python3)");
+  cmd->add_option("--role", a->role, "all (default), head (server + learner) or actor; set from the rank under mpirun");
+  cmd->add_option("--address", a->address, "Server address for --role actor");
+  cmd->add_option("--actor-id", a->actor_id, "Actor index for --role actor")->check(CLI::NonNegativeNumber);
+  cmd->add_option("--restart", a->restart, "Restart count (set by the supervisor; varies the seeds)")
+      ->check(CLI::NonNegativeNumber);
+  cmd->callback([a, rc] { *rc = Run(*a); });
+}
+
+}  // namespace flywheel::cli
