@@ -221,6 +221,7 @@ class Learner:
         self.elapsed = 0.0          # learner seconds over all restarts
         self.times = {"wait_s": 0.0, "update_s": 0.0, "publish_s": 0.0, "checkpoint_s": 0.0}
         self.resumed_from: Optional[str] = None
+        self.starts = 1             # learner processes this run has had (resumes + 1)
         self.stopping = False
 
     # ------------------------------------------------------------ checkpoints
@@ -237,7 +238,7 @@ class Learner:
             "env_steps_seen": self.env_steps_seen, "items": self.items, "episodes": self.episodes,
             "returns": list(self.returns), "staleness": self.staleness.to_dict(),
             "elapsed": self.elapsed + (time.monotonic() - self._t0), "times": dict(self.times),
-            "torch_rng": torch.get_rng_state(), "algorithm": self.algorithm,
+            "torch_rng": torch.get_rng_state(), "algorithm": self.algorithm, "starts": self.starts,
         }
         path = os.path.join(self.ckpt_dir, f"learner-{self.update:08d}.pt")
         tmp = path + ".tmp"
@@ -268,6 +269,7 @@ class Learner:
         self.elapsed = float(state["elapsed"])
         self.times.update(state["times"])
         self.torch.set_rng_state(state["torch_rng"])
+        self.starts = int(state.get("starts", 1)) + 1
         self.resumed_from = path
         return True
 
@@ -350,7 +352,7 @@ class Learner:
     def log(self, stats: Mapping[str, Any], wall: float) -> None:
         m = self.mean_return()
         line = {
-            "time": round(time.time(), 3), "elapsed_s": round(wall, 3), "update": self.update,
+            "time": round(time.time(), 3), "elapsed_s": round(wall, 3), "starts": self.starts, "update": self.update,
             "version": self.version, "env_steps": self.env_steps, "env_steps_seen": self.env_steps_seen,
             "items": self.items, "episodes": self.episodes,
             "mean_return_100": None if m is None else round(m, 3),
@@ -399,7 +401,10 @@ class Learner:
         os.replace(tmp, os.path.join(self.run_dir, "result.json"))
         print(f"learner: {reason}", flush=True)
         try:
-            self.replay.close(self.table)  # actors see the table close and stop
+            # Actors see the table close when they next send; a last version
+            # wakes the on-policy ones waiting for weights.
+            self.replay.close(self.table)
+            self.publish()
         except Exception as e:  # the run is over either way
             print(f"learner: closing table '{self.table}': {e}", file=sys.stderr, flush=True)
         return EXIT_DONE

@@ -316,6 +316,7 @@ class Supervisor {
         return 130;
       }
       rc = Reap();
+      if (rc >= 0) break;
       RestartDue();
       if (Clock::now() >= next_progress) {
         PrintProgress();
@@ -530,7 +531,7 @@ class Supervisor {
     }
     const replay::TableInfo info = table_->Info();
     std::printf(
-        "[%6.0fs] env steps %s (%s/s)  updates %.0f (%.2f/s)  return %s  lag %s  replay %lld/%lld  actors %d/%zu "
+        "[%6.1fs] env steps %s (%s/s)  updates %.0f (%.2f/s)  return %s  lag %s  replay %lld/%lld  actors %d/%zu "
         "up  restarts %d\n",
         t, Human(steps).c_str(), Human(steps / std::max(t, 1e-9)).c_str(), updates, updates / std::max(t, 1e-9),
         ret.c_str(), lag.c_str(), static_cast<long long>(info.size), static_cast<long long>(info.max_size), up,
