@@ -30,7 +30,7 @@ ifneq ($(SAN),)
   SAN_FLAG := -DFLYWHEEL_SANITIZE=$(SAN) -DFLYWHEEL_BUILD_PYTHON=OFF
 endif
 
-.PHONY: deps build test demo bench fuzz clean ctest pytest format asan-stress
+.PHONY: deps build test demo table-demo bench fuzz clean ctest pytest format asan-stress
 
 deps:
 	@missing=""; for p in $(DEB_PACKAGES); do \
@@ -75,7 +75,13 @@ asan-stress: deps
 	cmake --build build-asan-stress -j $(JOBS) --target replay_stress_test
 	FLYWHEEL_STRESS_SECONDS=$(STRESS_SECONDS) build-asan-stress/tests/replay_stress_test --gtest_filter='*Uniform*'
 
+# The main job: PPO solves CartPole-v1 (server, learner and actors under
+# `flywheel run`); the run directory is runs/cartpole_ppo.
 demo: build
+	FLYWHEEL_PYTHON=$(PYTHON) $(BUILD)/src/flywheel/cli/flywheel run examples/cartpole_ppo.toml --fresh
+
+# The versioned-table walkthrough (the previous demo).
+table-demo: build
 	bash examples/table_demo.sh $(BUILD)/src/flywheel/cli/flywheel
 
 bench: build

@@ -103,6 +103,14 @@ def test_run_trains_writes_the_run_dir_and_stops_at_the_limit(tmp_path):
     assert summary["actor_totals"]["env_steps"] >= 6 * 2 * 16 * 4
     assert (run_dir / "config.toml").read_text() == open(cfg).read()
     assert sorted(os.listdir(run_dir / "checkpoints"))[-1] == "learner-00000006.pt"
+    # A finished run is not silently resumed (it would stop at once)...
+    rc, out = finish(start(cfg, run_dir))
+    assert rc == 4, out
+    assert "holds a finished run" in out and "--fresh" in out
+    # ...--fresh starts over.
+    rc, out = finish(start(cfg, run_dir, "--fresh"))
+    assert rc == 0, out
+    assert [m["update"] for m in metrics(run_dir)] == [1, 2, 3, 4, 5, 6]
 
 
 def test_bad_config_is_refused_with_its_location(tmp_path):

@@ -70,6 +70,7 @@ struct RunArgs {
   int actors = -1;
   int port = -1;
   bool deterministic = false;
+  bool fresh = false;
   std::string python;
 };
 
@@ -612,18 +613,33 @@ class Supervisor {
   void set_python(std::string p) { python_ = std::move(p); }
 };
 
-Status PrepareRunDir(const rl::RunConfig& c, const std::string& run_dir, const std::string& config_path) {
+// Creates the run directory. A directory holding a finished run is refused
+// (resuming it would stop at once) unless `fresh`, which deletes it first.
+Status PrepareRunDir(const std::string& run_dir, const std::string& config_path, bool fresh) {
   std::error_code ec;
+  if (fs::exists(run_dir, ec)) {
+    const bool ours = fs::exists(fs::path(run_dir) / "config.toml", ec) || fs::is_empty(run_dir, ec);
+    if (fresh) {
+      if (!ours) {
+        return absl::FailedPreconditionError(
+            absl::StrCat("--fresh: ", run_dir, " is not a flywheel run directory (no config.toml); not deleting it"));
+      }
+      fs::remove_all(run_dir, ec);
+      if (ec) return absl::InternalError(absl::StrCat("cannot delete ", run_dir, ": ", ec.message()));
+    } else if (fs::exists(fs::path(run_dir) / "result.json", ec)) {
+      return absl::AbortedError(
+          absl::StrCat(run_dir, " holds a finished run (see its result.json); pass --fresh to start over or "
+                                "--run-dir for a new one"));
+    }
+  }
   fs::create_directories(run_dir + "/checkpoints", ec);
   if (ec) return absl::InternalError(absl::StrCat("cannot create run dir ", run_dir, ": ", ec.message()));
   fs::create_directories(run_dir + "/actors", ec);
   // Counters of a previous launch are stale; the learner's checkpoints and
   // metrics carry over (a resumed run continues them).
   for (const auto& e : fs::directory_iterator(run_dir + "/actors", ec)) fs::remove(e.path(), ec);
-  fs::remove(run_dir + "/result.json", ec);
   const fs::path copy = fs::path(run_dir) / "config.toml";
   if (!fs::equivalent(config_path, copy, ec)) fs::copy_file(config_path, copy, fs::copy_options::overwrite_existing, ec);
-  (void)c;
   return Status();
 }
 
@@ -664,7 +680,7 @@ int Run(RunArgs a) {
   if (role != "all" && role != "head") {
     return Fail(absl::InvalidArgumentError(absl::StrCat("--role ", role, ": expected all, head or actor")));
   }
-  if (Status s = PrepareRunDir(c, run_dir, a.config); !s.ok()) return Fail(s);
+  if (Status s = PrepareRunDir(run_dir, a.config, a.fresh); !s.ok()) return Fail(s);
   SetPythonPath();
   Supervisor sup(c, a, run_dir, role == "all" ? c.actors : 0);
   if (!a.python.empty()) {
@@ -687,6 +703,7 @@ void AddRunCommand(CLI::App& app, int* rc) {
   cmd->add_option("--run-dir", a->run_dir, "Run directory (default: [run] run_dir, else runs/<name>)");
   cmd->add_flag("--deterministic", a->deterministic,
                 "Reproducible run: one actor, one env thread, lockstep weights, single-threaded deterministic learner");
+  cmd->add_flag("--fresh", a->fresh, "Delete the run directory first (default: resume from its last checkpoint)");
   cmd->add_option("--actors", a->actors, "Override [actor] count")->check(CLI::Range(1, 4096));
   cmd->add_option("--port", a->port, "Override [run] port (the server's port; needed under mpirun)")
       ->check(CLI::Range(0, 65535));

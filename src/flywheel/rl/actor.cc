@@ -123,7 +123,9 @@ class Actor {
     wo.writer.chunk_length = o_.unroll_length;
     wo.writer.codec = format::Codec::kNone;  // float observations barely compress
     wo.writer.max_history = 2 * o_.unroll_length;
-    wo.max_in_flight_items = 4;
+    // One unroll in flight: a full queue blocks the actor at once instead of
+    // letting it run ahead with a policy that ages while its items wait.
+    wo.max_in_flight_items = 1;
     wo.reconnect_timeout = o_.connect_timeout;
     FW_ASSIGN_OR_RETURN_CTX(writer_, client_.NewWriter(wo), "actor replay writer");
     return Status();
