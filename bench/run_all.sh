@@ -7,7 +7,7 @@
 # Environment:
 #   FW_BENCH_ROWS     rows for table_bench (default 1000000)
 #   FW_BENCH_REPEATS  runs per figure, best reported (default 3)
-#   FW_BENCH_ONLY     space-separated subset of: format table commit replay replay_service envs
+#   FW_BENCH_ONLY     space-separated subset of: format table commit replay replay_service envs rl
 #   FW_BENCH_TMP      scratch parent directory (default /tmp)
 # Method and latest figures: docs/benchmarks.md.
 set -euo pipefail
@@ -19,9 +19,9 @@ BIN="$BUILD/bench"
 OUT="$ROOT/bench/results"
 ROWS="${FW_BENCH_ROWS:-1000000}"
 REPEATS="${FW_BENCH_REPEATS:-3}"
-ONLY="${FW_BENCH_ONLY:-format table commit replay replay_service envs}"
+ONLY="${FW_BENCH_ONLY:-format table commit replay replay_service envs rl}"
 TMP="${FW_BENCH_TMP:-/tmp}"
-PYTHON="${PYTHON:-python3}"
+PYTHON="${PYTHON:-/usr/bin/python3}"
 
 for b in table_bench commit_bench format_bench replay_bench replay_service_bench envs_bench; do
   if [[ ! -x "$BIN/$b" ]]; then
@@ -64,7 +64,11 @@ for what in $ONLY; do
     envs)
       echo; echo "== envs_bench (EnvPool on CartPole vs a plain Python loop; /usr/bin/python3 runs the Python side)"
       "$BIN/envs_bench" --repeats="$REPEATS" --out="$OUT" --pythonpath="$BUILD/python" ;;
-    *) echo "run_all.sh: unknown benchmark '$what' (format table commit replay replay_service envs)" >&2; exit 2 ;;
+    rl)
+      echo; echo "== rl_bench (flywheel run: PPO and IMPALA on CartPole vs the same PPO in one synchronous process; 3 seeds, ~1 min)"
+      PYTHONPATH="$BUILD/python" "$PYTHON" "$ROOT/bench/rl_bench.py" --bin "$BUILD/src/flywheel/cli/flywheel" \
+        --out "$OUT/rl.json" ;;
+    *) echo "run_all.sh: unknown benchmark '$what' (format table commit replay replay_service envs rl)" >&2; exit 2 ;;
   esac
 done
 
