@@ -39,6 +39,8 @@
 //              1-chunk cache from a prefilled Uniform table, so every item
 //              brings its chunk) vs a raw download of --sample_batch
 //              messages per request. Same message pattern on both sides.
+//              --oneway_directions=insert,sample picks the directions (for
+//              profiling one of them; with --peer=0, flywheel alone).
 //   latency    A Prioritized(0.6) table of --latency_items (1M) small items,
 //              filled in process before the server starts; single
 //              Client::Sample(1) calls + decode, p50/p99/p99.9, interleaved
@@ -519,7 +521,7 @@ void Verify(const replay::SampledItem& s, const Workload& w) {
 // Writes `steps` (cycled) as 1-step items into `table` until `stop`.
 void WriteItems(replay::Client& client, const Workload& w, const std::string& table, int64_t window,
                 size_t first, const std::atomic<bool>& stop, std::atomic<int64_t>* done) {
-  NameThread("fw-acks");  // RemoteWriter's ack reader inherits it
+  NameThread("fw-acks");  // RemoteWriter's ack reader and sender inherit it
   auto writer = CheckResult(client.NewWriter(WriterOptionsFor(w, window)), "new writer");
   NameThread("fw-writer");
   for (size_t i = first; !stop.load(std::memory_order_relaxed); ++i) {
@@ -835,26 +837,48 @@ void RunOneWay(const Flags& flags, EchoServer& echo, Report& report) {
   const FlywheelOptions fo{flags.Int("window"), flags.Int("sample_batch"), flags.Int("queue"),
                            flags.Int("sampler_cache")};
   const bool verbose = flags.Bool("verbose");
+  const bool peer = flags.Bool("peer");
   const std::vector<int> clients = ClientCounts(flags, "oneway_clients");
   std::vector<Workload> wls;
   for (const auto& s : flags.List("oneway_sizes")) wls.push_back(MakeWorkload(s));
+  bool insert = false, sample = false;
+  for (const auto& d : flags.List("oneway_directions")) {
+    if (d == "insert") {
+      insert = true;
+    } else if (d == "sample") {
+      sample = true;
+    } else {
+      std::fprintf(stderr,
+                   "replay_service_bench: unknown --oneway_directions '%s' (insert, sample)\n",
+                   d.c_str());
+      std::exit(2);
+    }
+  }
   std::map<std::string, Series> runs;
   for (int64_t r = 0; r < flags.Int("repeats"); ++r) {
     for (int n : clients) {
       std::printf("oneway: repeat %lld, %d client(s)\n", static_cast<long long>(r + 1), n);
       for (const Workload& w : wls) {
-        Point p = RunFlywheelInsert(w, n, fo, t);
-        PrintPoint(verbose, "flywheel insert-only " + w.name, p);
-        runs[Key("fw-insert-" + w.name, n)].Add(p);
-        p = RunRaw(echo.address(), echo::EchoRequest::ACK, w.encoded, n, fo.window, t);
-        PrintPoint(verbose, "raw upload + empty acks", p);
-        runs[Key("raw-upload-" + w.name, n)].Add(p);
-        p = RunFlywheelSample(w, n, flags.Int("sample_only_items"), fo, t);
-        PrintPoint(verbose, "flywheel sample-only " + w.name, p);
-        runs[Key("fw-sample-" + w.name, n)].Add(p);
-        p = RunRawDownload(echo, w.encoded, n, static_cast<int32_t>(fo.sample_batch), t);
-        PrintPoint(verbose, "raw download", p);
-        runs[Key("raw-download-" + w.name, n)].Add(p);
+        if (insert) {
+          Point p = RunFlywheelInsert(w, n, fo, t);
+          PrintPoint(verbose, "flywheel insert-only " + w.name, p);
+          runs[Key("fw-insert-" + w.name, n)].Add(p);
+          if (peer) {
+            p = RunRaw(echo.address(), echo::EchoRequest::ACK, w.encoded, n, fo.window, t);
+            PrintPoint(verbose, "raw upload + empty acks", p);
+            runs[Key("raw-upload-" + w.name, n)].Add(p);
+          }
+        }
+        if (sample) {
+          Point p = RunFlywheelSample(w, n, flags.Int("sample_only_items"), fo, t);
+          PrintPoint(verbose, "flywheel sample-only " + w.name, p);
+          runs[Key("fw-sample-" + w.name, n)].Add(p);
+          if (peer) {
+            p = RunRawDownload(echo, w.encoded, n, static_cast<int32_t>(fo.sample_batch), t);
+            PrintPoint(verbose, "raw download", p);
+            runs[Key("raw-download-" + w.name, n)].Add(p);
+          }
+        }
       }
     }
   }
@@ -863,31 +887,39 @@ void RunOneWay(const Flags& flags, EchoServer& echo, Report& report) {
     const double wire = MeanSize(w.encoded);
     const std::string what = w.name == "large_none" ? "large-nocodec" : w.name;
     for (int n : clients) {
-      const Series &fi = runs[Key("fw-insert-" + w.name, n)],
-                   &ru = runs[Key("raw-upload-" + w.name, n)];
-      report.Add(
-          {absl::StrCat("insert-only/", what, "/c", n),
-           "GB/s",
-           GBs(fi.Best(), wire),
-           absl::StrFormat("raw upload, %.0f B + empty ack each", wire),
-           GBs(ru.Best(), wire),
-           0,
-           absl::StrFormat("%.0f vs %.0f items/s; CPU/item %.1f vs %.1f us", fi.Best(), ru.Best(),
-                           fi.best.cpu_us_per_item, ru.best.cpu_us_per_item),
-           {{"clients", n}, {"payload_bytes", wire}, {"flywheel", fi.Json()}, {"raw", ru.Json()}}});
-      const Series &fs = runs[Key("fw-sample-" + w.name, n)],
-                   &rd = runs[Key("raw-download-" + w.name, n)];
-      report.Add(
-          {absl::StrCat("sample-only/", what, "/c", n),
-           "GB/s",
-           GBs(fs.Best(), wire),
-           absl::StrFormat("raw download, %.0f B, %lld per request", wire,
-                           static_cast<long long>(fo.sample_batch)),
-           GBs(rd.Best(), wire),
-           0,
-           absl::StrFormat("%.0f vs %.0f items/s; CPU/item %.1f vs %.1f us", fs.Best(), rd.Best(),
-                           fs.best.cpu_us_per_item, rd.best.cpu_us_per_item),
-           {{"clients", n}, {"payload_bytes", wire}, {"flywheel", fs.Json()}, {"raw", rd.Json()}}});
+      if (insert) {
+        const Series &fi = runs[Key("fw-insert-" + w.name, n)],
+                     &ru = runs[Key("raw-upload-" + w.name, n)];
+        report.Add({absl::StrCat("insert-only/", what, "/c", n),
+                    "GB/s",
+                    GBs(fi.Best(), wire),
+                    absl::StrFormat("raw upload, %.0f B + empty ack each", wire),
+                    GBs(ru.Best(), wire),
+                    0,
+                    absl::StrFormat("%.0f vs %.0f items/s; CPU/item %.1f vs %.1f us", fi.Best(),
+                                    ru.Best(), fi.best.cpu_us_per_item, ru.best.cpu_us_per_item),
+                    {{"clients", n},
+                     {"payload_bytes", wire},
+                     {"flywheel", fi.Json()},
+                     {"raw", ru.Json()}}});
+      }
+      if (sample) {
+        const Series &fs = runs[Key("fw-sample-" + w.name, n)],
+                     &rd = runs[Key("raw-download-" + w.name, n)];
+        report.Add({absl::StrCat("sample-only/", what, "/c", n),
+                    "GB/s",
+                    GBs(fs.Best(), wire),
+                    absl::StrFormat("raw download, %.0f B, %lld per request", wire,
+                                    static_cast<long long>(fo.sample_batch)),
+                    GBs(rd.Best(), wire),
+                    0,
+                    absl::StrFormat("%.0f vs %.0f items/s; CPU/item %.1f vs %.1f us", fs.Best(),
+                                    rd.Best(), fs.best.cpu_us_per_item, rd.best.cpu_us_per_item),
+                    {{"clients", n},
+                     {"payload_bytes", wire},
+                     {"flywheel", fs.Json()},
+                     {"raw", rd.Json()}}});
+      }
     }
   }
 }
@@ -1043,6 +1075,7 @@ int main(int argc, char** argv) {
        {"clients", "1,2,4,8"},
        {"oneway_clients", "1,4"},
        {"oneway_sizes", "large,large_none"},
+       {"oneway_directions", "insert,sample"},
        {"keep_sizes", "large,large_none"},
        {"seconds", "2"},
        {"warmup", "0.5"},
@@ -1060,6 +1093,7 @@ int main(int argc, char** argv) {
       "replay_service_bench [--benchmarks=roundtrip,oneway,latency] "
       "[--sizes=small,large,large_none]\n"
       "  [--clients=1,2,4,8] [--seconds=S] [--repeats=N] [--verbose=1] [--out=DIR]\n"
+      "  [--oneway_directions=insert,sample]\n"
       "  --verbose=1 prints CPU by thread per run; --peer=0 skips the raw runs (for profiling)");
   Report report("replay_service",
                 "replay over loopback gRPC vs a raw gRPC bidi stream, same process");

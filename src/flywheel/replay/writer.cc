@@ -78,11 +78,23 @@ Status StepBuffer::Append(const std::vector<StepValue>& step) {
 
 Status StepBuffer::FlushColumn(const std::string& name, ColumnState& c) {
   if (c.pending_steps == 0) return absl::OkStatus();
-  FW_ASSIGN_OR_RETURN_CTX(ChunkRef chunk,
-                          Chunk::Make(NextKey(), c.type, c.pending_steps, c.pending.data(), options_.codec),
-                          "column '", name, "'");
+  ChunkRef chunk;
+  if (options_.codec == format::Codec::kNone) {
+    // The buffered steps are the chunk's bytes: hand them over instead of
+    // copying them, and start a buffer for the next chunk (one allocation
+    // per chunk either way).
+    FW_ASSIGN_OR_RETURN_CTX(
+        chunk, Chunk::FromCompressed(NextKey(), c.type, c.pending_steps, format::Codec::kNone, std::move(c.pending)),
+        "column '", name, "'");
+    c.pending = std::string();
+    c.pending.reserve(c.type.fixed_width() * static_cast<size_t>(options_.chunk_length));
+  } else {
+    FW_ASSIGN_OR_RETURN_CTX(chunk,
+                            Chunk::Make(NextKey(), c.type, c.pending_steps, c.pending.data(), options_.codec),
+                            "column '", name, "'");
+    c.pending.clear();
+  }
   c.chunks.push_back(std::move(chunk));
-  c.pending.clear();
   c.pending_steps = 0;
   // Forget chunks that lie entirely beyond max_history.
   while (c.chunks.size() > 1 && c.total_steps - (c.first_step + c.chunks.front()->num_steps()) >= options_.max_history) {

@@ -9,6 +9,8 @@
 #include "flywheel/base/rng.h"
 #include "flywheel/replay/service/wire.h"
 #include "grpcpp/grpcpp.h"
+#include "grpcpp/impl/rpc_method.h"
+#include "grpcpp/support/sync_stream.h"
 #include "replay.grpc.pb.h"
 
 namespace flywheel::replay {
@@ -51,9 +53,17 @@ bool Retryable(const Status& s) {
 
 }  // namespace
 
+// A message of the insert stream holds at most this many items and, past
+// its first item, this many bytes of new chunks: enough to amortize the
+// per-message costs, small enough that several messages are in flight
+// within the default window of 64 items.
+constexpr int64_t kMaxMessageItems = 16;
+constexpr size_t kMaxMessageBytes = size_t{1} << 20;
+
 RemoteWriter::RemoteWriter(std::shared_ptr<grpc::Channel> channel, RemoteWriterOptions options)
     : channel_(std::move(channel)), options_(options), steps_(options.writer) {
   OpenStream();
+  StartSender();
 }
 
 RemoteWriter::~RemoteWriter() {
@@ -64,8 +74,13 @@ RemoteWriter::~RemoteWriter() {
 }
 
 void RemoteWriter::OpenStream() {
+  // The stub's InsertStream with bytes on the request side, so chunks go out
+  // without a copy (InsertRequestEncoder); responses are parsed as usual.
+  static const grpc::internal::RpcMethod kMethod("/flywheel.replay.proto.ReplayService/InsertStream",
+                                                 grpc::internal::RpcMethod::BIDI_STREAMING);
   ctx_ = std::make_unique<grpc::ClientContext>();
-  stream_ = proto::ReplayService::NewStub(channel_)->InsertStream(ctx_.get());
+  stream_.reset(grpc::internal::ClientReaderWriterFactory<grpc::ByteBuffer, proto::InsertStreamResponse>::Create(
+      channel_.get(), kMethod, ctx_.get()));
   {
     absl::MutexLock lock(&mu_);
     stream_done_ = false;
@@ -73,29 +88,73 @@ void RemoteWriter::OpenStream() {
   reader_ = std::thread([this] { ReadAcks(); });
 }
 
+void RemoteWriter::StartSender() {
+  {
+    absl::MutexLock lock(&mu_);
+    stop_sender_ = false;
+  }
+  sender_ = std::thread([this] { SendLoop(); });
+}
+
+void RemoteWriter::StopSender() {
+  if (!sender_.joinable()) return;
+  {
+    absl::MutexLock lock(&mu_);
+    stop_sender_ = true;
+  }
+  sender_.join();
+}
+
+void RemoteWriter::Acknowledge(ItemKey key, int32_t code, const std::string& message) {
+  // Acks come in the order items were sent on this stream.
+  auto it = pending_.begin();
+  while (it != pending_.end() && it->item->key != key) ++it;
+  bool resent = false;
+  if (it != pending_.end()) {
+    resent = it->resent;
+    pending_.erase(it);
+  }
+  const bool duplicate_of_resend = resent && code == static_cast<int32_t>(absl::StatusCode::kAlreadyExists);
+  if (code != 0 && !duplicate_of_resend && item_error_.ok()) item_error_ = FromWire(code, message);
+}
+
 void RemoteWriter::ReadAcks() {
   proto::InsertStreamResponse resp;
   while (stream_->Read(&resp)) {
     absl::MutexLock lock(&mu_);
-    // Acks come in the order items were sent on this stream.
-    auto it = pending_.begin();
-    while (it != pending_.end() && it->key != resp.key()) ++it;
-    bool resent = false;
-    if (it != pending_.end()) {
-      resent = it->resent;
-      pending_.erase(it);
-    }
-    const bool duplicate_of_resend = resent && resp.code() == static_cast<int32_t>(absl::StatusCode::kAlreadyExists);
-    if (resp.code() != 0 && !duplicate_of_resend && item_error_.ok()) {
-      item_error_ = FromWire(resp.code(), resp.message());
-    }
+    // docs/protocol/replay.md#acknowledgements
+    for (ItemKey k : resp.inserted_keys()) Acknowledge(k, 0, std::string());
+    if (resp.inserted_keys().empty() || resp.code() != 0) Acknowledge(resp.key(), resp.code(), resp.message());
   }
   absl::MutexLock lock(&mu_);
   stream_done_ = true;
 }
 
+void RemoteWriter::SendLoop() {
+  std::deque<Outgoing> batch;
+  while (true) {
+    {
+      absl::MutexLock lock(&mu_);
+      auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return !outbox_.empty() || stop_sender_; };
+      mu_.Await(absl::Condition(&ready));
+      if (stop_sender_) return;
+      // Everything queued so far (SendSome takes what fits in one message
+      // and leaves the rest for the next round).
+      batch.swap(outbox_);
+    }
+    while (!batch.empty()) {
+      if (!SendSome(batch)) {
+        absl::MutexLock lock(&mu_);
+        stream_done_ = true;
+        return;
+      }
+    }
+  }
+}
+
 Status RemoteWriter::EndStream() {
   if (stream_ == nullptr) return absl::OkStatus();
+  StopSender();
   if (reader_.joinable()) reader_.join();
   Status s = FromGrpc(stream_->Finish());
   stream_.reset();
@@ -109,18 +168,45 @@ Status RemoteWriter::TakeError() {
   return s;
 }
 
-bool RemoteWriter::Send(const Pending& p) {
-  proto::InsertStreamRequest req;
-  internal_service::ItemToProto(p.table, p.key, p.priority, p.columns, req.add_items());
-  for (const TrajectoryColumn& tc : p.columns) {
-    for (const auto& chunk : tc.chunks) {
-      if (sent_.insert(chunk->key()).second) ChunkToProto(*chunk, req.add_chunks());
+bool RemoteWriter::SendSome(std::deque<Outgoing>& queue) {
+  // docs/protocol/replay.md#insertstream: chunks the server lacks, then the
+  // items. The server drops released chunks before it inserts the message's
+  // items, so a release queued behind an item of this message waits for the
+  // next message (it may name that item's chunks); those queued before the
+  // message's first item name chunks of earlier messages only.
+  proto::InsertStreamRequest rest;
+  internal_service::InsertRequestEncoder enc;
+  std::vector<ChunkKey> release_later;
+  int64_t items = 0;
+  while (!queue.empty()) {
+    Outgoing& o = queue.front();
+    // o.release names chunks of the items queued before o.item.
+    std::vector<ChunkKey>& release = items == 0 ? release_ : release_later;
+    if (o.item != nullptr) {
+      const Pending& p = *o.item;
+      if (items > 0 && (items >= kMaxMessageItems || enc.bytes() >= kMaxMessageBytes ||
+                        p.timeout_ms != rest.timeout_ms())) {
+        break;
+      }
+      for (const TrajectoryColumn& tc : p.columns) {
+        for (const auto& chunk : tc.chunks) {
+          if (sent_.insert(chunk->key()).second) enc.AddChunk(chunk);
+        }
+      }
+      internal_service::ItemToProto(p.table, p.key, p.priority, p.columns, rest.add_items());
+      rest.set_timeout_ms(p.timeout_ms);
+      items++;
     }
+    for (ChunkKey k : o.release) {
+      if (sent_.erase(k)) release.push_back(k);
+    }
+    queue.pop_front();
   }
-  req.set_timeout_ms(p.timeout_ms);
-  for (ChunkKey k : release_) req.add_release_chunk_keys(k);
-  release_.clear();
-  return stream_->Write(req);
+  for (ChunkKey k : release_) rest.add_release_chunk_keys(k);
+  release_ = std::move(release_later);
+  rest.set_coalesce_acks(true);
+  enc.AddRest(rest);
+  return stream_->Write(enc.Finish());
 }
 
 Status RemoteWriter::Reconnect(const Status& broken, absl::Time deadline) {
@@ -135,19 +221,22 @@ Status RemoteWriter::Reconnect(const Status& broken, absl::Time deadline) {
     sent_.clear();
     release_.clear();
     OpenStream();
-    std::vector<Pending> resend;
+    std::deque<Outgoing> resend;
     {
       absl::MutexLock lock(&mu_);
-      for (Pending& p : pending_) {
-        p.resent = true;
-        resend.push_back(p);
+      // Every unacknowledged item, whether the old stream got to send it or
+      // not; releases queued for the old stream do not apply to this one.
+      outbox_.clear();
+      for (Unacked& u : pending_) {
+        u.resent = true;
+        resend.push_back({u.item, {}});
       }
     }
+    const size_t n = resend.size();
     bool ok = true;
-    for (const Pending& p : resend) {
-      if (!(ok = Send(p))) break;
-    }
+    while (ok && !resend.empty()) ok = SendSome(resend);
     if (ok) {
+      StartSender();
       reconnects_++;
       return absl::OkStatus();
     }
@@ -155,7 +244,7 @@ Status RemoteWriter::Reconnect(const Status& broken, absl::Time deadline) {
     if (!Retryable(last)) return last;
     if (absl::Now() + backoff > deadline) {
       return absl::UnavailableError(absl::StrCat("replay insert stream broke and could not be reopened by the deadline (",
-                                                 resend.size(), " items unacknowledged); last error: ",
+                                                 n, " items unacknowledged); last error: ",
                                                  last.ok() ? "stream ended" : std::string(last.message())));
     }
     absl::SleepFor(backoff);
@@ -188,29 +277,25 @@ Result<ItemKey> RemoteWriter::CreateItem(const std::string& table, double priori
     done = stream_done_;
   }
   if (done) FW_RETURN_IF_ERROR_CTX(Reconnect(EndStream(), deadline), "create_item");
-  Pending p;
-  p.key = steps_.NextKey();
-  p.table = table;
-  p.priority = priority;
-  p.timeout_ms = TimeoutToMs(timeout);
-  FW_ASSIGN_OR_RETURN(p.columns, steps_.Slice(trajectory));
-  for (ChunkKey k : steps_.TakeDropped()) {
-    if (sent_.erase(k)) release_.push_back(k);
-  }
-  const ItemKey key = p.key;
-  {
-    absl::MutexLock lock(&mu_);
-    pending_.push_back(p);
-  }
-  // From here the item is the writer's to deliver: a break resends it.
-  if (!Send(p)) FW_RETURN_IF_ERROR_CTX(Reconnect(EndStream(), deadline), "create_item");
+  auto p = std::make_shared<Pending>();
+  p->key = steps_.NextKey();
+  p->table = table;
+  p->priority = priority;
+  p->timeout_ms = TimeoutToMs(timeout);
+  FW_ASSIGN_OR_RETURN(p->columns, steps_.Slice(trajectory));
+  const ItemKey key = p->key;
+  // From here the item is the writer's to deliver: the sender writes it
+  // (coalesced with whatever else is queued by then), a break resends it.
+  absl::MutexLock lock(&mu_);
+  pending_.push_back({p, false});
+  outbox_.push_back({std::move(p), steps_.TakeDropped()});
   return key;
 }
 
 Status RemoteWriter::EndEpisode() {
-  for (ChunkKey k : steps_.EndEpisode()) {
-    if (sent_.erase(k)) release_.push_back(k);
-  }
+  std::vector<ChunkKey> keys = steps_.EndEpisode();
+  absl::MutexLock lock(&mu_);
+  outbox_.push_back({nullptr, std::move(keys)});
   return absl::OkStatus();
 }
 
@@ -238,6 +323,9 @@ Status RemoteWriter::Close() {
   if (closed_) return close_status_;
   Status flushed = Flush();
   if (stream_ != nullptr) {
+    // Nothing is left to send once every item is acknowledged (a release
+    // still queued can go: the stream's end drops the server's cache).
+    StopSender();
     stream_->WritesDone();
     Status s = EndStream();
     if (flushed.ok()) flushed = s;

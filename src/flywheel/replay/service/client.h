@@ -4,7 +4,10 @@
 // RemoteWriter has TrajectoryWriter's calls (Append / CreateItem /
 // EndEpisode) and sends chunks and items on one insert stream, each chunk
 // once per stream, with at most `max_in_flight_items` items not yet
-// acknowledged. RemoteSampler samples on one sample stream and keeps the
+// acknowledged. CreateItem queues the item; the writer's sender thread
+// writes what is queued, several items per message, the chunk bytes going
+// to gRPC without a copy, and the server acknowledges a message's items in
+// one response (docs/protocol/replay.md#acknowledgements). RemoteSampler samples on one sample stream and keeps the
 // chunks it was sent, so items sharing chunks cost their bytes once.
 //
 // Thread-safety: Client methods are thread-safe (Sample calls share one
@@ -30,6 +33,7 @@
 #include "flywheel/replay/writer.h"
 
 namespace grpc {
+class ByteBuffer;
 class Channel;
 class ClientContext;
 template <class W, class R>
@@ -96,9 +100,10 @@ class RemoteWriter {
 
   // As TrajectoryWriter::Append.
   Status Append(const std::vector<StepValue>& step);
-  // Sends an item (and the chunks the server lacks) and returns its key
-  // without waiting for the server, unless `max_in_flight_items` are
-  // unacknowledged (then waits up to `timeout` for one ack). `timeout` also
+  // Queues an item for the sender (which sends it with the chunks the server
+  // lacks) and returns its key without waiting for the server, unless
+  // `max_in_flight_items` are unacknowledged (then waits up to `timeout`
+  // for one ack). `timeout` also
   // bounds the server's wait on the table's rate limiter. A server-side
   // error for an earlier item is returned by the next CreateItem or Flush.
   Result<ItemKey> CreateItem(const std::string& table, double priority,
@@ -119,43 +124,71 @@ class RemoteWriter {
 
  private:
   friend class Client;
-  // An item sent and not yet acknowledged, kept whole for a resend.
+  // An item not yet acknowledged, kept whole for a resend.
   struct Pending {
     ItemKey key = 0;
     std::string table;
     double priority = 0;
     std::vector<TrajectoryColumn> columns;  // hold the chunks alive
     int64_t timeout_ms = 0;
-    bool resent = false;
+  };
+  struct Unacked {
+    std::shared_ptr<const Pending> item;
+    bool resent = false;  // sent again after a reconnect
+  };
+  // The sender's queue, in CreateItem / EndEpisode order: an item to send
+  // (or none), then chunk keys the server may drop once the items queued
+  // before them are on the wire.
+  struct Outgoing {
+    std::shared_ptr<const Pending> item;
+    std::vector<ChunkKey> release;
   };
   RemoteWriter(std::shared_ptr<grpc::Channel> channel, RemoteWriterOptions options);
+  // Opens a stream and starts its ack reader (not the sender).
   void OpenStream();
-  // Joins the reader and returns the stream's final status (annotated).
+  void StartSender();
+  // Stops the sender (REQUIRES: no Write in progress can block forever: the
+  // outbox is empty or the stream was cancelled or broke).
+  void StopSender();
+  // Stops the sender, joins the reader and returns the stream's final status
+  // (annotated).
   Status EndStream();
-  // After a break: reopens the stream and resends `pending_`, retrying until
-  // `deadline`; the break's status when it is not one to retry.
+  // After a break: reopens the stream and resends every unacknowledged item
+  // from this thread, retrying until `deadline`; the break's status when it
+  // is not one to retry.
   Status Reconnect(const Status& broken, absl::Time deadline);
-  // Sends `p` with the chunks the server lacks (and pending releases).
-  bool Send(const Pending& p);
+  // Takes the next message's worth of entries from the front of `queue`
+  // (items with one timeout, up to kMaxMessageItems / kMaxMessageBytes)
+  // and writes it with the chunks the server lacks. Called by the sender,
+  // or by Reconnect while there is no sender.
+  bool SendSome(std::deque<Outgoing>& queue);
+  void SendLoop();
   void ReadAcks();
+  void Acknowledge(ItemKey key, int32_t code, const std::string& message) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   Status TakeError() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   std::shared_ptr<grpc::Channel> channel_;
   RemoteWriterOptions options_;
   std::unique_ptr<grpc::ClientContext> ctx_;
-  std::unique_ptr<grpc::ClientReaderWriter<proto::InsertStreamRequest, proto::InsertStreamResponse>> stream_;
+  // The request side is written as pre-encoded bytes (InsertRequestEncoder).
+  std::unique_ptr<grpc::ClientReaderWriter<grpc::ByteBuffer, proto::InsertStreamResponse>> stream_;
   std::thread reader_;
+  std::thread sender_;
   bool closed_ = false;
   Status close_status_;
   int64_t reconnects_ = 0;
 
-  StepBuffer steps_;
-  absl::flat_hash_set<ChunkKey> sent_;       // chunks the server holds for us
-  std::vector<ChunkKey> release_;            // to release with the next message
+  StepBuffer steps_;  // the caller's thread only
+  // The sender's (or Reconnect's, when there is no sender):
+  absl::flat_hash_set<ChunkKey> sent_;  // chunks the server holds for us
+  std::vector<ChunkKey> release_;       // to release with the next message
 
   absl::Mutex mu_;
-  std::deque<Pending> pending_ ABSL_GUARDED_BY(mu_);
+  std::deque<Unacked> pending_ ABSL_GUARDED_BY(mu_);
+  std::deque<Outgoing> outbox_ ABSL_GUARDED_BY(mu_);
+  bool stop_sender_ ABSL_GUARDED_BY(mu_) = false;
   Status item_error_ ABSL_GUARDED_BY(mu_);
+  // The stream broke or ended (the reader saw its end, or a Write failed).
   bool stream_done_ ABSL_GUARDED_BY(mu_) = false;
 };
 

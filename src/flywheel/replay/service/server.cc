@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 #include <deque>
+#include <functional>
 #include <thread>
 #include <utility>
 
@@ -83,10 +84,18 @@ Status WithTimeout(const Status& s, absl::Duration timeout) {
 }
 
 // Runs `call(slice)` until it returns something other than DeadlineExceeded,
-// the overall `timeout` passes, or the RPC is cancelled.
+// the overall `timeout` passes, or the RPC is cancelled. With `before_wait`,
+// tries `call(0)` first and, if it would have to wait, runs `before_wait()`
+// once before waiting (false: the client is gone; Cancelled).
 template <typename T, typename F>
-T WaitInSlices(grpc::ServerContext* ctx, absl::Duration timeout, F call) {
+T WaitInSlices(grpc::ServerContext* ctx, absl::Duration timeout, F call,
+               const std::function<bool()>& before_wait = nullptr) {
   const absl::Time deadline = timeout == absl::InfiniteDuration() ? absl::InfiniteFuture() : absl::Now() + timeout;
+  if (before_wait) {
+    T r = call(absl::ZeroDuration());
+    if (r.ok() || !absl::IsDeadlineExceeded(StatusOf(r))) return r;
+    if (!before_wait()) return T(absl::CancelledError("the client went away"));
+  }
   for (bool first = true;; first = false) {
     // Checked between slices only: IsCancelled takes a lock, and a call that
     // needs no wait should not pay for it.
@@ -277,6 +286,18 @@ class Server::Impl final : public proto::ReplayService::Service {
 
     proto::InsertStreamRequest req;
     proto::InsertStreamResponse resp;
+    // Acknowledgements (docs/protocol/replay.md#acknowledgements): one
+    // response per item, or with `coalesce_acks` the inserted keys gathered
+    // in `acks` and written before an insert waits, before an error and at
+    // the end of the message.
+    proto::InsertStreamResponse acks;
+    const std::function<bool()> kNoHook;
+    const std::function<bool()> flush_acks = [&]() -> bool {
+      if (acks.inserted_keys().empty()) return true;
+      const bool ok = stream->Write(acks);
+      acks.Clear();
+      return ok;
+    };
     while (stream->Read(&req)) {
       for (auto& pc : *req.mutable_chunks()) {
         const int64_t bytes = static_cast<int64_t>(pc.compressed().size());
@@ -292,19 +313,26 @@ class Server::Impl final : public proto::ReplayService::Service {
       // message's items: a client that saw the ack sees the release too.
       for (ChunkKey k : req.release_chunk_keys()) cached_insert_chunks_ -= static_cast<int64_t>(cache.erase(k));
       const absl::Duration timeout = TimeoutFromMs(req.timeout_ms());
+      const bool coalesce = req.coalesce_acks();
       for (const auto& pi : req.items()) {
-        const Status s = InsertOne(ctx, cache, pi, timeout);
+        const Status s = InsertOne(ctx, cache, pi, timeout, acks.inserted_keys().empty() ? kNoHook : flush_acks);
         if (s.ok()) {
           items_inserted_++;
         } else {
           item_errors_++;
         }
+        if (coalesce && s.ok()) {
+          acks.add_inserted_keys(pi.key());
+          continue;
+        }
+        if (!flush_acks()) return grpc::Status(grpc::StatusCode::CANCELLED, "client went away");
         resp.Clear();
         resp.set_key(pi.key());
         resp.set_code(static_cast<int32_t>(s.code()));
         resp.set_message(std::string(s.message()));
         if (!stream->Write(resp)) return grpc::Status(grpc::StatusCode::CANCELLED, "client went away");
       }
+      if (!flush_acks()) return grpc::Status(grpc::StatusCode::CANCELLED, "client went away");
     }
     return grpc::Status::OK;
   }
@@ -322,6 +350,10 @@ class Server::Impl final : public proto::ReplayService::Service {
     absl::flat_hash_set<ChunkKey> sent;
     std::deque<ChunkKey> order;
     int64_t capacity = -1;
+    // One response message for the stream's life: cleared, it keeps its
+    // chunk and item objects and their buffers, so copying a chunk's bytes
+    // in reuses memory instead of allocating (and faulting in) fresh pages.
+    proto::SampleStreamResponse resp;
 
     proto::SampleStreamRequest req;
     while (stream->Read(&req)) {
@@ -332,7 +364,7 @@ class Server::Impl final : public proto::ReplayService::Service {
       // Sends a batch's items with the chunks the client lacks, several items
       // per message (docs/protocol/replay.md#samplestream).
       auto send = [&](const std::vector<SampledItem>& batch) -> bool {
-        proto::SampleStreamResponse resp;
+        resp.Clear();
         int64_t bytes = 0;
         for (size_t i = 0; i < batch.size(); ++i) {
           const SampledItem& s = batch[i];
@@ -470,8 +502,9 @@ class Server::Impl final : public proto::ReplayService::Service {
     }
   }
 
+  // `before_wait`: see WaitInSlices.
   Status InsertOne(grpc::ServerContext* ctx, const absl::flat_hash_map<ChunkKey, ChunkRef>& cache,
-                   const proto::Item& pi, absl::Duration timeout) {
+                   const proto::Item& pi, absl::Duration timeout, const std::function<bool()>& before_wait) {
     auto t = tables_.find(pi.table());
     if (t == tables_.end()) {
       return absl::NotFoundError(absl::StrCat("insert item ", pi.key(), ": no table '", pi.table(), "'"));
@@ -501,7 +534,8 @@ class Server::Impl final : public proto::ReplayService::Service {
       item.columns.push_back(std::move(col));
     }
     Table* table = t->second.get();
-    return WaitInSlices<Status>(ctx, timeout, [&](absl::Duration slice) { return table->Insert(item, slice); });
+    return WaitInSlices<Status>(
+        ctx, timeout, [&](absl::Duration slice) { return table->Insert(item, slice); }, before_wait);
   }
 
   ServerOptions options_;

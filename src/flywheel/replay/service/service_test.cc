@@ -214,6 +214,107 @@ TEST(ReplayServiceTest, MissingChunkReferenceIsAPerItemError) {
   EXPECT_TRUE(stream->Finish().ok());
 }
 
+// Raw stream, coalesce_acks: one response for a message's inserted items; an
+// error comes in order after the items inserted before it; an insert that
+// has to wait first sends the acknowledgements gathered so far.
+TEST(ReplayServiceTest, CoalescedAcksComeInItemOrderAndBeforeAnInsertWaits) {
+  auto t = MakeTable("t", RateLimiterOptions::Queue(5));
+  auto server = StartServer({t});
+  auto channel = grpc::CreateChannel(server->address(), grpc::InsecureChannelCredentials());
+  auto stub = proto::ReplayService::NewStub(channel);
+  grpc::ClientContext ctx;
+  auto stream = stub->InsertStream(&ctx);
+
+  int32_t v = 5;
+  auto chunk = Chunk::Make(1234, DataType::Scalar(TypeId::kInt32), 1, &v);
+  ASSERT_TRUE(chunk.ok());
+  proto::InsertStreamRequest req;
+  req.set_coalesce_acks(true);
+  proto::Chunk* pc = req.add_chunks();
+  pc->set_key(1234);
+  pc->set_step_type("int32");
+  pc->set_num_steps(1);
+  pc->set_codec(static_cast<uint32_t>((*chunk)->codec()));
+  pc->set_compressed((*chunk)->compressed());
+  auto add_item = [&](uint64_t key, const std::string& table) {
+    proto::Item* item = req.add_items();
+    item->set_table(table);
+    item->set_key(key);
+    proto::Column* col = item->add_columns();
+    col->set_name("x");
+    col->add_chunk_keys(1234);
+    col->set_length(1);
+  };
+  add_item(1, "t");
+  add_item(2, "t");
+  add_item(3, "nope");  // an item error in the middle
+  add_item(4, "t");
+  ASSERT_TRUE(stream->Write(req));
+  proto::InsertStreamResponse resp;
+  ASSERT_TRUE(stream->Read(&resp));
+  EXPECT_EQ(std::vector<uint64_t>(resp.inserted_keys().begin(), resp.inserted_keys().end()),
+            (std::vector<uint64_t>{1, 2}));
+  EXPECT_EQ(resp.code(), 0);
+  ASSERT_TRUE(stream->Read(&resp));
+  EXPECT_TRUE(resp.inserted_keys().empty());
+  EXPECT_EQ(resp.key(), 3u);
+  EXPECT_EQ(resp.code(), static_cast<int>(absl::StatusCode::kNotFound)) << resp.message();
+  ASSERT_TRUE(stream->Read(&resp));
+  EXPECT_EQ(std::vector<uint64_t>(resp.inserted_keys().begin(), resp.inserted_keys().end()),
+            (std::vector<uint64_t>{4}));
+
+  // The queue holds 5: item 7 waits, and 5 and 6 are acknowledged meanwhile.
+  req.clear_chunks();
+  req.clear_items();
+  add_item(5, "t");
+  add_item(6, "t");
+  add_item(7, "t");
+  ASSERT_TRUE(stream->Write(req));
+  ASSERT_TRUE(stream->Read(&resp));
+  EXPECT_EQ(std::vector<uint64_t>(resp.inserted_keys().begin(), resp.inserted_keys().end()),
+            (std::vector<uint64_t>{5, 6}));
+  EXPECT_EQ(t->Info().size, 5);
+  ASSERT_TRUE(t->Sample(absl::Seconds(10)).ok());  // room for 7
+  ASSERT_TRUE(stream->Read(&resp));
+  EXPECT_EQ(std::vector<uint64_t>(resp.inserted_keys().begin(), resp.inserted_keys().end()),
+            (std::vector<uint64_t>{7}));
+  stream->WritesDone();
+  EXPECT_TRUE(stream->Finish().ok());
+}
+
+// Many items in flight (the writer's sender puts those queued meanwhile in
+// one message): a chunk released behind an item (max_history 1 drops the
+// previous step's chunk at every item) must not leave the server's cache
+// before the items of its message that use it are inserted.
+TEST(ReplayServiceTest, WriterReleasesChunksOnlyAfterTheItemsThatUseThem) {
+  auto t = MakeTable("t");
+  auto server = StartServer({t});
+  Client client(server->address());
+  auto w = *client.NewWriter({.writer = {.chunk_length = 1, .max_history = 1}, .max_in_flight_items = 64});
+  std::vector<ItemKey> keys;
+  for (int i = 0; i < 500; ++i) {
+    AppendSteps(*w, i, 1);
+    auto k = w->CreateItem("t", 1, {{"action", 1}});
+    ASSERT_TRUE(k.ok()) << k.status();
+    keys.push_back(*k);
+  }
+  ASSERT_TRUE(w->Flush(absl::Seconds(30)).ok());
+  EXPECT_EQ(server->stats().items_inserted, 500);
+  EXPECT_EQ(server->stats().item_errors, 0);
+  EXPECT_EQ(server->stats().chunks_received, 500);  // each action chunk once
+  EXPECT_EQ(t->Info().size, 500);
+  // Released chunks left the stream's cache (the last messages' may linger).
+  EXPECT_LT(server->stats().cached_insert_chunks, 100);
+  for (int i = 0; i < 500; ++i) {
+    auto s = client.Sample("t", 1, absl::Seconds(10));
+    ASSERT_TRUE(s.ok()) << s.status();
+    ASSERT_EQ((*s)[0].item->key, keys[i]);
+    ASSERT_EQ(Actions((*s)[0]), (std::vector<int32_t>{i}));
+  }
+  ASSERT_TRUE(w->Close().ok());
+  EXPECT_EQ(server->stats().cached_insert_chunks, 0);
+}
+
 TEST(ReplayServiceTest, ClientVanishingMidStreamFreesItsChunks) {
   auto t = MakeTable("t", RateLimiterOptions::Queue(1));
   auto server = StartServer({t});

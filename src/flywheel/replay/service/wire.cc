@@ -54,6 +54,81 @@ void ItemToProto(const std::string& table, ItemKey key, double priority,
   }
 }
 
+namespace {
+
+void AppendVarint(uint64_t v, std::string* out) {
+  while (v >= 0x80) {
+    out->push_back(static_cast<char>((v & 0x7f) | 0x80));
+    v >>= 7;
+  }
+  out->push_back(static_cast<char>(v));
+}
+
+size_t VarintSize(uint64_t v) {
+  size_t n = 1;
+  while (v >= 0x80) {
+    v >>= 7;
+    ++n;
+  }
+  return n;
+}
+
+// Wire-format tags (field number << 3 | wire type 2, length-delimited).
+constexpr char kRequestChunksTag = (1 << 3) | 2;  // InsertStreamRequest.chunks
+constexpr char kChunkCompressedTag = (5 << 3) | 2;  // Chunk.compressed
+
+}  // namespace
+
+void InsertRequestEncoder::AddChunk(const ChunkRef& c) {
+  // The chunk's fields except `compressed`, encoded by protobuf, then
+  // `compressed` by hand: its header here, its bytes copied or referenced.
+  proto::Chunk header;
+  header.set_key(c->key());
+  header.set_step_type(c->step_type().ToString());
+  header.set_num_steps(c->num_steps());
+  header.set_codec(static_cast<uint32_t>(c->codec()));
+  const size_t n = c->compressed().size();
+  const size_t header_bytes = header.ByteSizeLong();
+  const size_t chunk_bytes = header_bytes + 1 + VarintSize(n) + n;
+  const size_t start = small_.size();
+  small_.push_back(kRequestChunksTag);
+  AppendVarint(chunk_bytes, &small_);
+  small_.resize(small_.size() + header_bytes);
+  header.SerializeWithCachedSizesToArray(reinterpret_cast<uint8_t*>(small_.data() + small_.size() - header_bytes));
+  small_.push_back(kChunkCompressedTag);
+  AppendVarint(n, &small_);
+  bytes_ += small_.size() - start + n;
+  if (n < kSliceMinBytes) {
+    small_.append(c->compressed());
+  } else {
+    FlushSmall();
+    // The slice owns a reference to the chunk until gRPC has written it.
+    auto* ref = new ChunkRef(c);
+    slices_.emplace_back(const_cast<char*>(c->compressed().data()), n,
+                         [](void* p) { delete static_cast<ChunkRef*>(p); }, ref);
+  }
+}
+
+void InsertRequestEncoder::AddRest(const proto::InsertStreamRequest& rest) {
+  const size_t before = small_.size();
+  rest.AppendToString(&small_);
+  bytes_ += small_.size() - before;
+}
+
+void InsertRequestEncoder::FlushSmall() {
+  if (small_.empty()) return;
+  slices_.emplace_back(small_);
+  small_.clear();
+}
+
+grpc::ByteBuffer InsertRequestEncoder::Finish() {
+  FlushSmall();
+  grpc::ByteBuffer out(slices_.data(), slices_.size());
+  slices_.clear();
+  bytes_ = 0;
+  return out;
+}
+
 void TableInfoToProto(const TableInfo& info, const std::string& explain, proto::TableInfo* out) {
   out->set_name(info.name);
   out->set_size(info.size);

@@ -12,6 +12,8 @@
 #include "flywheel/replay/chunk.h"
 #include "flywheel/replay/table.h"
 #include "flywheel/replay/service/grpc_status.h"
+#include "grpcpp/support/byte_buffer.h"
+#include "grpcpp/support/slice.h"
 #include "grpcpp/support/status.h"
 #include "replay.pb.h"
 
@@ -33,6 +35,38 @@ Result<ChunkRef> ChunkFromProto(proto::Chunk* c);
 // and slice (the chunks themselves travel separately).
 void ItemToProto(const std::string& table, ItemKey key, double priority,
                  const std::vector<TrajectoryColumn>& columns, proto::Item* out);
+
+// Builds an InsertStreamRequest in wire form (proto/replay.proto) without
+// copying large chunk bytes: each chunk's `compressed` goes out as a gRPC
+// slice that holds a reference to the chunk, so the bytes reach the socket
+// straight from the writer's chunk. The result parses as the equivalent
+// proto::InsertStreamRequest (protobuf lets fields come in any order and
+// concatenates repeated ones): the chunks first, then `rest`.
+//
+// Thread-safety: one thread at a time.
+class InsertRequestEncoder {
+ public:
+  // Chunks at least this large travel as their own slice; smaller ones are
+  // copied (a slice per 18-byte chunk costs more than the copy).
+  static constexpr size_t kSliceMinBytes = 2048;
+
+  // Appends one entry of `chunks`.
+  void AddChunk(const ChunkRef& c);
+  // Appends the other fields (items, release keys, timeout, flags); `rest`
+  // should hold no chunks.
+  void AddRest(const proto::InsertStreamRequest& rest);
+  // Bytes appended so far.
+  size_t bytes() const { return bytes_; }
+  // The message; the encoder is empty again afterwards.
+  grpc::ByteBuffer Finish();
+
+ private:
+  void FlushSmall();
+
+  std::string small_;  // bytes not yet in a slice
+  std::vector<grpc::Slice> slices_;
+  size_t bytes_ = 0;
+};
 
 void TableInfoToProto(const TableInfo& info, const std::string& explain, proto::TableInfo* out);
 TableInfo TableInfoFromProto(const proto::TableInfo& p);
