@@ -13,8 +13,8 @@ BUILD_TYPE ?= RelWithDebInfo
 SAN ?=
 JOBS ?= $(shell nproc)
 FUZZ_SECONDS ?= 30
-# Per fuzz target inside `make test` (kept short: 8 targets run one after another).
-TEST_FUZZ_SECONDS ?= 20
+# Per fuzz target inside `make test` (kept short: 11 targets run one after another).
+TEST_FUZZ_SECONDS ?= 15
 STRESS_SECONDS ?= 30
 CTEST_ARGS ?=
 
@@ -23,7 +23,7 @@ DEB_PACKAGES := build-essential cmake ninja-build ccache pkg-config \
   libxxhash-dev nlohmann-json3-dev libcli11-dev pybind11-dev python3-dev \
   python3-numpy python3-pytest clang libclang-rt-14-dev \
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler \
-  python3-torch openmpi-bin
+  python3-torch openmpi-bin libturbojpeg0-dev python3-pil
 
 ifneq ($(SAN),)
   BUILD := build-$(SAN)

@@ -12,6 +12,7 @@ void RegisterReplay(pybind11::module_& m);
 void RegisterReplayService(pybind11::module_& m);
 void RegisterEnvs(pybind11::module_& m);
 void RegisterRl(pybind11::module_& m);
+void RegisterLoader(pybind11::module_& m);
 }  // namespace flywheel::python
 
 PYBIND11_MODULE(_core, m) {
@@ -24,4 +25,5 @@ PYBIND11_MODULE(_core, m) {
   flywheel::python::RegisterReplayService(m);  // after RegisterReplay: uses its ReplayTable
   flywheel::python::RegisterEnvs(m);
   flywheel::python::RegisterRl(m);
+  flywheel::python::RegisterLoader(m);
 }

@@ -13,8 +13,9 @@ private extension module ``flywheel._core``.
 from ._core import CommitConflict
 from ._convert import ListArray
 from .table import Table
+from .loader import Loader  # deterministic, elastic, resumable batches (docs/loader.md)
 from . import replay  # flywheel.replay: experience replay, in process and over gRPC (docs/replay.md)
 from . import envs  # flywheel.envs: parallel environments, EnvPool (docs/envs.md)
 
 __version__ = "0.1.0"
-__all__ = ["Table", "ListArray", "CommitConflict", "__version__"]
+__all__ = ["Table", "Loader", "ListArray", "CommitConflict", "__version__"]

@@ -578,31 +578,15 @@ Result<RecordBatch> Table::Take(const std::vector<int64_t>& indices,
                                 const std::vector<std::string>& columns) const {
   FW_ASSIGN_OR_RETURN(auto cols, ResolveColumns(schema(), columns));
   const auto& frags = manifest_.fragments;
-  const auto& starts = impl_->live_start;
-  const int64_t total = starts.back();
   const size_t n = indices.size();
   // Map each global index to (fragment, physical row).
+  std::vector<RowAddress> addr(n);
+  FW_RETURN_IF_ERROR_CTX(Locate(indices.data(), n, addr.data()), "take");
   std::vector<int32_t> frag_of(n);
   std::vector<int64_t> phys(n);
-  std::vector<std::shared_ptr<const DeletionVector>> dvs(frags.size());
-  std::vector<uint8_t> dv_loaded(frags.size(), 0);
   for (size_t i = 0; i < n; ++i) {
-    const int64_t g = indices[i];
-    if (g < 0 || g >= total) {
-      return absl::OutOfRangeError(absl::StrCat("take: row ", g, " is outside [0, ", total,
-                                                ") of table ", uri_, " version ", version()));
-    }
-    const int f = static_cast<int>(std::upper_bound(starts.begin(), starts.end(), g) - starts.begin()) - 1;
-    frag_of[i] = f;
-    int64_t local = g - starts[f];
-    if (!frags[f].deletion.path.empty() || frags[f].deletion.count != 0) {
-      if (!dv_loaded[f]) {
-        FW_ASSIGN_OR_RETURN(dvs[f], impl_->Deletions(uri_, frags[f]));
-        dv_loaded[f] = 1;
-      }
-      if (dvs[f]) local = dvs[f]->LiveToPhysical(local);
-    }
-    phys[i] = local;
+    frag_of[i] = addr[i].fragment;
+    phys[i] = addr[i].row;
   }
   RecordBatch out;
   out.schema = Project(schema(), cols);
@@ -680,6 +664,54 @@ Result<RecordBatch> Table::Take(const std::vector<int64_t>& indices,
     out.columns.push_back(format::TakeColumn(all, pos_in_concat.data(), n));
   }
   return out;
+}
+
+Status Table::Locate(const int64_t* indices, size_t n, RowAddress* out) const {
+  const auto& frags = manifest_.fragments;
+  const auto& starts = impl_->live_start;
+  const int64_t total = starts.back();
+  // Deletion vectors are looked up once per fragment per call.
+  int last_dv_frag = -1;
+  std::shared_ptr<const DeletionVector> dv;
+  for (size_t i = 0; i < n; ++i) {
+    const int64_t g = indices[i];
+    if (g < 0 || g >= total) {
+      return absl::OutOfRangeError(absl::StrCat("row ", g, " is outside [0, ", total, ") of table ",
+                                                uri_, " version ", version()));
+    }
+    const int f = static_cast<int>(std::upper_bound(starts.begin(), starts.end(), g) - starts.begin()) - 1;
+    int64_t local = g - starts[f];
+    if (!frags[f].deletion.path.empty() || frags[f].deletion.count != 0) {
+      if (f != last_dv_frag) {
+        FW_ASSIGN_OR_RETURN(dv, impl_->Deletions(uri_, frags[f]));
+        last_dv_frag = f;
+      }
+      if (dv) local = dv->LiveToPhysical(local);
+    }
+    out[i] = RowAddress{f, local};
+  }
+  return absl::OkStatus();
+}
+
+Result<ColumnSource> Table::OpenColumn(int fragment, std::string_view column) const {
+  const int c = schema().FieldIndex(column);
+  if (c < 0) {
+    return absl::NotFoundError(absl::StrCat("no column '", AsAbsl(column), "' (columns: ",
+                                            schema().ToString(), ")"));
+  }
+  if (fragment < 0 || fragment >= static_cast<int>(manifest_.fragments.size())) {
+    return absl::OutOfRangeError(absl::StrCat("table ", uri_, " version ", version(), " has no fragment index ",
+                                              fragment));
+  }
+  const format::Field& field = schema().fields[c];
+  ColumnSource src;
+  FW_ASSIGN_OR_RETURN(auto where, impl_->Locate(uri_, manifest_.fragments[fragment], field));
+  src.reader = std::move(where.first);
+  src.column = where.second;
+  if (!src.reader) {
+    FW_ASSIGN_OR_RETURN(src.fill, DefaultColumn(field, 1));
+  }
+  return src;
 }
 
 Result<std::shared_ptr<Table>> Table::Impl::NewHandle(const std::string& uri, const TableOptions& options,

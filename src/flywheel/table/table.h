@@ -122,6 +122,22 @@ struct ScanOptions {
   int64_t batch_rows = 0;
 };
 
+// Where a live row is stored: `fragment` indexes manifest().fragments and
+// `row` is the physical row in that fragment's data files.
+struct RowAddress {
+  int32_t fragment = 0;
+  int64_t row = 0;
+};
+
+// The shard column holding one field of one fragment, for readers that fetch
+// pages themselves (the loader). `reader` is null when the fragment predates
+// the field; its rows then all read as `fill` (one row: the default or null).
+struct ColumnSource {
+  std::shared_ptr<format::ShardReader> reader;
+  int column = -1;
+  format::Column fill;
+};
+
 class Table {
  public:
   static Result<std::shared_ptr<Table>> Create(const std::string& uri, const format::Schema& schema,
@@ -150,6 +166,13 @@ class Table {
   // Rows at global indices (any order, repeats allowed) of this version.
   Result<format::RecordBatch> Take(const std::vector<int64_t>& indices,
                                    const std::vector<std::string>& columns = {}) const;
+
+  // Maps global live-row indices (as Take takes them) to where they are
+  // stored, skipping deleted rows. O(log fragments + log deleted) per index.
+  Status Locate(const int64_t* indices, size_t n, RowAddress* out) const;
+  // The reader and column of `column` in fragment `fragment` (an index into
+  // manifest().fragments); checks the file against the manifest.
+  Result<ColumnSource> OpenColumn(int fragment, std::string_view column) const;
 
   // ---- writes (each commits one version)
   Status Append(const format::RecordBatch& batch, const CommitOptions& commit = {});

@@ -188,6 +188,40 @@ TEST_F(TableTest, DeleteByIndexAndPredicateThenCompact) {
       t->Append(Rows(0, 1), CommitOptions{{{"k", "\xc3\x28"}}})));
 }
 
+TEST_F(TableTest, LocateSkipsDeletedRowsAndOpenColumnNamesTheShardColumn) {
+  auto t = *Table::Create(uri_, TestSchema(), options_);
+  ASSERT_TRUE(t->Append(Rows(0, 100)).ok());
+  ASSERT_TRUE(t->Append(Rows(100, 100)).ok());
+  ASSERT_TRUE(t->Delete({0, 5, 150}).ok());
+  std::vector<int64_t> idx = {0, 4, 5, 98, 146, 147, 148, 196};
+  std::vector<RowAddress> addr(idx.size());
+  ASSERT_TRUE(t->Locate(idx.data(), idx.size(), addr.data()).ok());
+  // Live 0 -> physical 1 (0 deleted); live 4 -> 6; live 98 -> fragment 1 row 0;
+  // fragment 1 lost physical row 50.
+  const std::vector<std::pair<int, int64_t>> want = {{0, 1}, {0, 6}, {0, 7}, {1, 0},
+                                                     {1, 48}, {1, 49}, {1, 51}, {1, 99}};
+  for (size_t i = 0; i < idx.size(); ++i) {
+    EXPECT_EQ(addr[i].fragment, want[i].first) << i;
+    EXPECT_EQ(addr[i].row, want[i].second) << i;
+  }
+  const int64_t bad = 197;
+  EXPECT_TRUE(absl::IsOutOfRange(t->Locate(&bad, 1, addr.data())));
+  auto src = t->OpenColumn(1, "emb");
+  ASSERT_TRUE(src.ok()) << src.status();
+  ASSERT_NE(src->reader, nullptr);
+  auto page = src->reader->ReadPage(src->column, src->reader->FindPage(src->column, 49));
+  ASSERT_TRUE(page.ok()) << page.status();
+  EXPECT_TRUE(absl::IsNotFound(t->OpenColumn(0, "nope").status()));
+  EXPECT_TRUE(absl::IsOutOfRange(t->OpenColumn(2, "id").status()));
+  format::Field score{"score", DataType::Scalar(TypeId::kFloat64), false, -1, "1.5"};
+  ASSERT_TRUE(t->AddColumn(score).ok());
+  auto old = t->OpenColumn(0, "score");
+  ASSERT_TRUE(old.ok()) << old.status();
+  EXPECT_EQ(old->reader, nullptr);
+  ASSERT_EQ(old->fill.length, 1);
+  EXPECT_DOUBLE_EQ(old->fill.values.as<double>()[0], 1.5);
+}
+
 TEST_F(TableTest, AddColumnReadsNullOrDefaultForOldRows) {
   auto t = *Table::Create(uri_, TestSchema(), options_);
   ASSERT_TRUE(t->Append(Rows(0, 10)).ok());

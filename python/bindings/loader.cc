@@ -1,0 +1,185 @@
+// flywheel._core.Loader: the C++ loader (src/flywheel/loader/loader.h) for
+// python/flywheel/loader.py, which holds the public API and its docs.
+//
+// A batch crosses as (epoch, position, columns, indices, tables): `columns`
+// maps each name to a column tuple (arrays.h), whose arrays are read-only
+// views into the loader-owned batch buffers; each view's base capsule holds a
+// reference to the batch, so the buffers live as long as any array over them
+// (zero-copy, no Python copy). Next() releases the GIL while it waits.
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <cstring>
+#include <memory>
+#include <optional>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "arrays.h"
+#include "flywheel/loader/loader.h"
+#include "status.h"
+
+namespace flywheel::python {
+namespace py = pybind11;
+
+namespace {
+
+using loader::Batch;
+using loader::BatchColumn;
+using loader::Loader;
+using loader::LoaderOptions;
+using loader::LoaderStats;
+using loader::TableRef;
+
+// A format::Column over one batch column's buffers, owned by the batch.
+format::Column ColumnOf(const BatchColumn& bc, int64_t rows, const std::shared_ptr<const void>& owner) {
+  format::Column c;
+  c.type = bc.type;
+  c.length = rows;
+  c.null_count = bc.null_count;
+  c.values = format::Buffer{bc.values, bc.values_size, owner};
+  if (bc.offsets != nullptr) {
+    c.offsets = format::Buffer{reinterpret_cast<const uint8_t*>(bc.offsets),
+                               static_cast<size_t>(rows + 1) * sizeof(int64_t), owner};
+  }
+  if (bc.validity != nullptr) {
+    c.validity = format::Buffer{bc.validity, static_cast<size_t>((rows + 7) / 8), owner};
+  }
+  return c;
+}
+
+template <typename T>
+py::array CopyVector(const std::vector<T>& v) {
+  py::array_t<T> a(static_cast<py::ssize_t>(v.size()));
+  if (!v.empty()) std::memcpy(a.mutable_data(), v.data(), v.size() * sizeof(T));
+  return a;
+}
+
+// A writable ndarray over a fixed-width column without nulls. The batch's
+// buffers belong to this batch alone (nothing else reads them once it is
+// handed out), so the consumer may write into them, e.g. to normalise in
+// place, and torch.from_numpy / DLPack can take them without a copy.
+py::tuple FixedColumn(const BatchColumn& bc, int64_t rows, const std::shared_ptr<const void>& owner) {
+  std::vector<py::ssize_t> shape{rows};
+  for (int64_t d : bc.type.shape) shape.push_back(d);
+  const py::dtype dtype = DTypeOf(bc.type.id);
+  if (rows == 0 || bc.values == nullptr) return py::make_tuple(py::array(dtype, shape), py::none(), py::none());
+  auto* holder = new std::shared_ptr<const void>(owner);
+  py::capsule base(holder, "flywheel.Batch", [](PyObject* cap) {
+    delete static_cast<std::shared_ptr<const void>*>(PyCapsule_GetPointer(cap, "flywheel.Batch"));
+  });
+  // The loader allocated these buffers writable; Batch only hands them out const.
+  auto* data = const_cast<uint8_t*>(bc.values);
+  return py::make_tuple(py::array(dtype, shape, {}, data, base), py::none(), py::none());
+}
+
+py::object BatchToPython(std::shared_ptr<const Batch> batch) {
+  std::shared_ptr<const void> owner = batch;
+  py::dict columns;
+  for (const BatchColumn& bc : batch->columns) {
+    columns[py::str(bc.name)] = bc.type.is_fixed_width() && bc.validity == nullptr
+                                    ? FixedColumn(bc, batch->num_rows, owner)
+                                    : ColumnToPython(ColumnOf(bc, batch->num_rows, owner));
+  }
+  return py::make_tuple(batch->epoch, batch->position, std::move(columns), CopyVector(batch->indices),
+                        CopyVector(batch->tables));
+}
+
+py::dict StatsToPython(const LoaderStats& s) {
+  py::dict d;
+  d["batches"] = s.batches;
+  d["rows"] = s.rows;
+  d["bytes"] = s.bytes;
+  d["pages_fetched"] = s.pages_fetched;
+  d["page_cache_hits"] = s.page_cache_hits;
+  d["page_bytes_fetched"] = s.page_bytes_fetched;
+  d["io_seconds"] = s.io_seconds;
+  d["decode_seconds"] = s.decode_seconds;
+  d["assemble_seconds"] = s.assemble_seconds;
+  d["consumer_wait_seconds"] = s.consumer_wait_seconds;
+  d["idle_seconds"] = s.idle_seconds;
+  d["readahead_batches"] = s.readahead_batches;
+  return d;
+}
+
+std::unique_ptr<Loader> OpenLoader(const std::vector<std::tuple<std::string, std::optional<int64_t>,
+                                                                std::optional<std::string>>>& tables,
+                                   const std::vector<std::string>& columns, int64_t batch_size, bool shuffle,
+                                   const std::string& shuffle_mode, int64_t block_rows, int64_t window_blocks,
+                                   uint64_t seed, int64_t epoch, int rank, int world_size, bool drop_last,
+                                   int num_threads, int64_t prefetch_bytes,
+                                   const std::vector<double>& mixture_weights, int64_t samples_per_epoch) {
+  std::vector<TableRef> refs;
+  for (const auto& [uri, version, tag] : tables) refs.push_back(TableRef{uri, version, tag});
+  LoaderOptions o;
+  o.columns = columns;
+  o.batch_size = batch_size;
+  o.shuffle = shuffle;
+  o.shuffle_mode = ValueOrThrow(loader::ParseShuffleMode(shuffle_mode));
+  o.block_rows = block_rows;
+  o.window_blocks = window_blocks;
+  o.seed = seed;
+  o.epoch = epoch;
+  o.rank = rank;
+  o.world_size = world_size;
+  o.drop_last = drop_last;
+  o.num_threads = num_threads;
+  o.prefetch_bytes = prefetch_bytes;
+  o.mixture_weights = mixture_weights;
+  o.samples_per_epoch = samples_per_epoch;
+  py::gil_scoped_release nogil;
+  return ValueOrThrow(Loader::Open(refs, o));
+}
+
+}  // namespace
+
+void RegisterLoader(py::module_& m) {
+  py::class_<Loader>(m, "Loader")
+      .def_static("open", &OpenLoader, py::arg("tables"), py::arg("columns"), py::arg("batch_size"),
+                  py::arg("shuffle"), py::arg("shuffle_mode"), py::arg("block_rows"), py::arg("window_blocks"),
+                  py::arg("seed"), py::arg("epoch"), py::arg("rank"), py::arg("world_size"), py::arg("drop_last"),
+                  py::arg("num_threads"), py::arg("prefetch_bytes"), py::arg("mixture_weights"),
+                  py::arg("samples_per_epoch"))
+      .def(
+          "next",
+          [](Loader& l, std::optional<double> timeout_s) -> py::object {
+            const absl::Duration timeout =
+                timeout_s ? absl::Seconds(*timeout_s) : absl::InfiniteDuration();
+            std::shared_ptr<const Batch> batch;
+            {
+              py::gil_scoped_release nogil;
+              batch = ValueOrThrow(l.Next(timeout));
+            }
+            if (!batch) return py::none();
+            return BatchToPython(std::move(batch));
+          },
+          py::arg("timeout") = py::none())
+      .def("state", [](const Loader& l) { return l.state().ToJson(); })
+      .def("restore",
+           [](Loader& l, const std::string& json) {
+             loader::LoaderState s = ValueOrThrow(loader::LoaderState::FromJson(json));
+             py::gil_scoped_release nogil;
+             ThrowIfError(l.Restore(s));
+           })
+      .def("set_epoch",
+           [](Loader& l, int64_t epoch) {
+             py::gil_scoped_release nogil;
+             ThrowIfError(l.SetEpoch(epoch));
+           })
+      .def("cancel", &Loader::Cancel)
+      .def("stats", [](const Loader& l) { return StatsToPython(l.stats()); })
+      .def("schema",
+           [](const Loader& l) {
+             py::list out;
+             for (const format::Field& f : l.schema().fields) {
+               out.append(py::make_tuple(f.name, f.type.ToString(), f.nullable));
+             }
+             return out;
+           })
+      .def("batches_per_epoch", &Loader::batches_per_epoch)
+      .def("epoch_size", &Loader::epoch_size);
+}
+
+}  // namespace flywheel::python

@@ -1,0 +1,260 @@
+"""flywheel.Loader: deterministic, sharded, resumable batches from tables.
+
+The order of an epoch is a pure function of ``(seed, epoch, position)``; each
+global batch is the rank-ordered concatenation of the ranks' batches, so every
+row is served exactly once per epoch over all ranks, and the loader's state
+is the number of positions consumed. A state saved at one world size or batch
+size resumes at another without repeating or skipping a row. Reading runs
+ahead of the consumer on C++ threads (the GIL is released while waiting), and
+batches are handed over without a copy: fixed-width columns are numpy arrays
+over the loader's own batch buffers (writable; they stay alive as long as any
+array over them). Design, state format and errors: docs/loader.md.
+
+Example::
+
+    import flywheel
+    loader = flywheel.Loader("data/cifar", batch_size=256, seed=0,
+                             rank=rank, world_size=world_size)
+    for epoch in range(3):
+        for batch in loader:            # one epoch; then the loader moves on
+            train_step(batch["image"], batch["label"])
+        ckpt = loader.state_dict()      # a small JSON-able dict
+    loader.load_state_dict(ckpt)        # resume, at any world/batch size
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Union
+
+import numpy as np
+
+from . import _core
+from ._convert import batch_from_core
+
+__all__ = ["Loader"]
+
+TableLike = Union[str, "os.PathLike[str]", Any]  # a path or a flywheel.Table
+
+_FORMATS = ("numpy", "torch")
+
+
+def _table_ref(t: TableLike, version: Optional[int], tag: Optional[str]):
+    """(uri, version, tag) for a path or an open flywheel.Table (pinned to its version)."""
+    if hasattr(t, "path") and hasattr(t, "version") and not isinstance(t, (str, bytes, os.PathLike)):
+        if version is not None or tag is not None:
+            raise ValueError("version= and tag= apply to table paths; an open Table is read at its own version")
+        return (str(t.path), int(t.version), None)
+    if not isinstance(t, (str, os.PathLike)):
+        raise TypeError(f"tables: expected a path or a flywheel.Table, got {type(t).__name__}")
+    if version is not None and tag is not None:
+        raise ValueError("pass at most one of version= and tag=")
+    return (os.fspath(t), version, tag)
+
+
+class Loader:
+    """Batches of one table or a weighted mixture of tables, for one rank.
+
+    Args:
+      tables: a table path or ``flywheel.Table``, or a list of them (a
+        mixture; see ``mixture_weights``).
+      version, tag: which version of the table(s) given by path (default:
+        the latest at open). An open ``Table`` is read at its own version.
+      columns: columns to load, in order (default: all of the first table).
+      batch_size: rows per rank per batch.
+      shuffle: False serves rows in table order.
+      seed, epoch: the order's seed and the epoch to start at.
+      rank, world_size: this process's rank and the number of ranks.
+      num_threads: C++ threads reading ahead (results never depend on it).
+      prefetch_bytes: memory the read-ahead may use (batches + page cache).
+      drop_last: end each epoch at its last full global batch; otherwise
+        the tail is split between ranks (some may get short batches).
+      transforms: callables applied in order to each batch dict (already
+        batched arrays, after the C++ side), e.g. ``lambda b: {**b, "x":
+        b["x"] / 255}``; a dict ``{column: fn}`` applies ``fn`` to one column.
+      mixture_weights: one weight per table (default: proportional to rows).
+      samples_per_epoch: mixtures: positions per epoch (default: all rows).
+      format: "numpy" (default) or "torch" (zero-copy ``torch.from_numpy``).
+      shuffle_mode: "row" (every row placed independently) or "block"
+        (I/O-aware: blocks of ``block_rows`` consecutive rows are shuffled,
+        then rows within windows of ``window_blocks`` blocks).
+      timeout: seconds a batch may take before ``TimeoutError`` (None: no limit).
+      return_indices: add ``"__index__"`` (row index in its table) and, for
+        mixtures, ``"__table__"`` to each batch.
+    """
+
+    def __init__(self, tables: Union[TableLike, Sequence[TableLike]], *, batch_size: int,
+                 version: Optional[int] = None, tag: Optional[str] = None,
+                 columns: Optional[Iterable[str]] = None, shuffle: bool = True, seed: int = 0, epoch: int = 0,
+                 rank: int = 0, world_size: int = 1, num_threads: int = 2, prefetch_bytes: int = 256 << 20,
+                 drop_last: bool = False,
+                 transforms: Optional[Union[Callable, Sequence[Callable], Mapping[str, Callable]]] = None,
+                 mixture_weights: Optional[Sequence[float]] = None, samples_per_epoch: int = 0,
+                 format: str = "numpy", shuffle_mode: str = "row", block_rows: int = 0, window_blocks: int = 16,
+                 timeout: Optional[float] = None, return_indices: bool = False):
+        if isinstance(tables, (list, tuple)):
+            refs = [_table_ref(t, version, tag) for t in tables]
+        else:
+            refs = [_table_ref(tables, version, tag)]
+        if not refs:
+            raise ValueError("tables: need at least one table")
+        if format not in _FORMATS:
+            raise ValueError(f"format={format!r}: expected one of {_FORMATS}")
+        if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)):
+            raise TypeError(f"batch_size must be an int, got {type(batch_size).__name__}")
+        if timeout is not None and timeout <= 0:
+            raise ValueError(f"timeout must be > 0 seconds or None, got {timeout}")
+        self._format = format
+        self._timeout = timeout
+        self._return_indices = return_indices
+        self._transforms = self._normalize_transforms(transforms)
+        try:
+            self._core = self._open(refs, columns, batch_size, shuffle, shuffle_mode, block_rows, window_blocks, seed,
+                                    epoch, rank, world_size, drop_last, num_threads, prefetch_bytes,
+                                    mixture_weights, samples_per_epoch)
+        except FileNotFoundError as e:
+            if "has no column" in str(e):  # as flywheel.Table: an unknown column is a KeyError
+                raise KeyError(str(e)) from None
+            raise
+        self.rank, self.world_size, self.batch_size = int(rank), int(world_size), int(batch_size)
+        self._torch = None
+        if format == "torch":
+            import torch  # noqa: F401  (fail at construction, not at the first batch)
+            self._torch = torch
+        self._started: Optional[float] = None
+
+    @staticmethod
+    def _open(refs, columns, batch_size, shuffle, shuffle_mode, block_rows, window_blocks, seed, epoch, rank,
+              world_size, drop_last, num_threads, prefetch_bytes, mixture_weights, samples_per_epoch):
+        return _core.Loader.open(
+            tables=refs, columns=list(columns) if columns is not None else [], batch_size=int(batch_size),
+            shuffle=bool(shuffle), shuffle_mode=str(shuffle_mode), block_rows=int(block_rows),
+            window_blocks=int(window_blocks), seed=int(seed), epoch=int(epoch), rank=int(rank),
+            world_size=int(world_size), drop_last=bool(drop_last), num_threads=int(num_threads),
+            prefetch_bytes=int(prefetch_bytes), mixture_weights=[float(w) for w in (mixture_weights or [])],
+            samples_per_epoch=int(samples_per_epoch))
+
+    @staticmethod
+    def _normalize_transforms(transforms) -> List[Callable[[Dict[str, Any]], Dict[str, Any]]]:
+        if transforms is None:
+            return []
+        if isinstance(transforms, Mapping):
+            out = []
+            for name, fn in transforms.items():
+                if not callable(fn):
+                    raise TypeError(f"transforms[{name!r}] is not callable")
+
+                def one(batch, name=name, fn=fn):
+                    if name not in batch:
+                        raise KeyError(f"transform for column {name!r}: the batch has no such column "
+                                       f"(columns: {sorted(batch)})")
+                    batch[name] = fn(batch[name])
+                    return batch
+                out.append(one)
+            return out
+        if callable(transforms):
+            return [transforms]
+        out = list(transforms)
+        for i, fn in enumerate(out):
+            if not callable(fn):
+                raise TypeError(f"transforms[{i}] is not callable")
+        return out
+
+    # ------------------------------------------------------------ iteration
+    def __iter__(self) -> Iterator[Dict[str, Any]]:
+        """Batches until the end of the current epoch (the loader then stands
+        at the start of the next one; iterate again for it)."""
+        while True:
+            batch = self.next()
+            if batch is None:
+                return
+            yield batch
+
+    def next(self) -> Optional[Dict[str, Any]]:
+        """This rank's next batch, or None at the end of the epoch."""
+        if self._started is None:
+            self._started = time.monotonic()
+        out = self._core.next(self._timeout)
+        if out is None:
+            return None
+        _epoch, _position, columns, indices, tables = out
+        batch = batch_from_core(columns)
+        if self._return_indices:
+            batch["__index__"] = indices
+            if self.num_tables > 1:
+                batch["__table__"] = tables
+        for fn in self._transforms:
+            batch = fn(batch)
+            if not isinstance(batch, dict):
+                raise TypeError(f"a transform returned {type(batch).__name__}, expected the batch dict")
+        if self._torch is not None:
+            batch = {k: self._to_torch(v) for k, v in batch.items()}
+        return batch
+
+    def _to_torch(self, v: Any) -> Any:
+        if isinstance(v, np.ndarray) and not isinstance(v, np.ma.MaskedArray):
+            return self._torch.from_numpy(v) if v.flags.writeable else self._torch.from_numpy(v.copy())
+        return v
+
+    def __len__(self) -> int:
+        """Batches this rank yields per epoch."""
+        return int(self._core.batches_per_epoch())
+
+    @property
+    def epoch_size(self) -> int:
+        """Positions (rows) per epoch over all ranks."""
+        return int(self._core.epoch_size())
+
+    @property
+    def num_tables(self) -> int:
+        return len(json.loads(self._core.state())["tables"])
+
+    @property
+    def schema(self) -> Dict[str, str]:
+        """Column name -> type text of the batches' columns ('?' marks nullable)."""
+        return {name: type_text + ("?" if nullable else "") for name, type_text, nullable in self._core.schema()}
+
+    # ---------------------------------------------------------------- state
+    def state_dict(self) -> Dict[str, Any]:
+        """The position after the batches handed out so far: a small JSON-able
+        dict (seed, epoch, positions consumed over all ranks, the tables'
+        identities, mixture state). The same on every rank that has taken the
+        same number of batches; save rank 0's."""
+        return json.loads(self._core.state())
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Resume at ``state``'s epoch and position. It must come from a loader
+        over the same tables, seed and order settings; world size and batch
+        size may differ. ValueError names what does not match."""
+        if not isinstance(state, Mapping):
+            raise TypeError(f"state must be a dict from state_dict(), got {type(state).__name__}")
+        self._core.restore(json.dumps(dict(state)))
+
+    def set_epoch(self, epoch: int) -> None:
+        """Move to the start of ``epoch``."""
+        self._core.set_epoch(int(epoch))
+
+    def close(self) -> None:
+        """Stop reading ahead; a later next() raises Cancelled (a RuntimeError)."""
+        self._core.cancel()
+
+    def __enter__(self) -> "Loader":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    # ---------------------------------------------------------------- stats
+    def stats(self) -> Dict[str, Any]:
+        """Where the time goes: the C++ counters (seconds summed over worker
+        threads: io, decode, assemble; consumer_wait: time Next waited for
+        a batch; idle: read-ahead full) plus ``wall_seconds`` since the first
+        batch and ``rows_per_second`` / ``bytes_per_second`` handed out."""
+        s = dict(self._core.stats())
+        wall = time.monotonic() - self._started if self._started is not None else 0.0
+        s["wall_seconds"] = wall
+        s["rows_per_second"] = s["rows"] / wall if wall > 0 else 0.0
+        s["bytes_per_second"] = s["bytes"] / wall if wall > 0 else 0.0
+        return s

@@ -1,0 +1,786 @@
+#include "flywheel/loader/loader.h"
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <numeric>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "flywheel/base/thread_pool.h"
+#include "flywheel/loader/mixture.h"
+#include "flywheel/loader/page_source.h"
+#include "flywheel/loader/partition.h"
+
+namespace flywheel::loader {
+
+using format::Column;
+using format::DataType;
+
+const BatchColumn* Batch::column(std::string_view name) const {
+  for (const auto& c : columns) {
+    if (c.name == name) return &c;
+  }
+  return nullptr;
+}
+
+Status LoaderOptions::Validate() const {
+  PartitionOptions p{batch_size, rank, world_size, drop_last};
+  FW_RETURN_IF_ERROR_CTX(p.Validate(), "loader options");
+  if (shuffle && shuffle_mode == ShuffleMode::kBlock) {
+    if (block_rows < 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("loader options: block_rows must be >= 0, got ", block_rows));
+    }
+    OrderOptions o{shuffle, shuffle_mode, block_rows == 0 ? 1 : block_rows, window_blocks};
+    FW_RETURN_IF_ERROR_CTX(o.Validate(), "loader options");
+  } else if (shuffle_mode != ShuffleMode::kRow && shuffle_mode != ShuffleMode::kBlock) {
+    return absl::InvalidArgumentError("loader options: unknown shuffle_mode");
+  }
+  if (epoch < 0)
+    return absl::InvalidArgumentError(
+        absl::StrCat("loader options: epoch must be >= 0, got ", epoch));
+  if (num_threads < 1 || num_threads > 1024) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("loader options: num_threads must be in [1, 1024], got ", num_threads));
+  }
+  if (prefetch_bytes < (int64_t{1} << 20)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("loader options: prefetch_bytes must be >= 1 MiB, got ", prefetch_bytes));
+  }
+  if (samples_per_epoch < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("loader options: samples_per_epoch must be >= 0, got ", samples_per_epoch));
+  }
+  for (size_t i = 0; i < columns.size(); ++i) {
+    for (size_t j = 0; j < i; ++j) {
+      if (columns[i] == columns[j]) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("loader options: column '", columns[i], "' is listed twice"));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+namespace {
+
+int64_t NanosSince(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0)
+      .count();
+}
+
+// A growable 64-byte aligned buffer that keeps its capacity across batches.
+class AlignedBuffer {
+ public:
+  AlignedBuffer() = default;
+  AlignedBuffer(const AlignedBuffer&) = delete;
+  AlignedBuffer& operator=(const AlignedBuffer&) = delete;
+  ~AlignedBuffer() { std::free(data_); }
+  // At least `n` bytes; contents are not kept when it grows.
+  uint8_t* Reserve(size_t n) {
+    if (n > capacity_) {
+      std::free(data_);
+      size_t cap = std::max<size_t>(n + n / 2, 64);
+      cap = (cap + 63) / 64 * 64;
+      data_ = static_cast<uint8_t*>(std::aligned_alloc(64, cap));
+      if (data_ == nullptr) std::abort();  // out of memory
+      capacity_ = cap;
+    }
+    return data_;
+  }
+  uint8_t* data() const { return data_; }
+  size_t capacity() const { return capacity_; }
+
+ private:
+  uint8_t* data_ = nullptr;
+  size_t capacity_ = 0;
+};
+
+// The storage behind one Batch; reused through SlotPool.
+struct Slot {
+  Batch batch;
+  std::vector<AlignedBuffer> values;
+  std::vector<AlignedBuffer> offsets;
+  std::vector<AlignedBuffer> validity;
+};
+
+// Free slots, shared with the deleters of batches handed out so those may
+// outlive the loader.
+class SlotPool : public std::enable_shared_from_this<SlotPool> {
+ public:
+  explicit SlotPool(size_t num_columns) : num_columns_(num_columns) {}
+  std::shared_ptr<Slot> Acquire() {
+    std::unique_ptr<Slot> s;
+    {
+      absl::MutexLock lock(&mu_);
+      if (!free_.empty()) {
+        s = std::move(free_.back());
+        free_.pop_back();
+      }
+    }
+    if (!s) {
+      s = std::make_unique<Slot>();
+      s->values = std::vector<AlignedBuffer>(num_columns_);
+      s->offsets = std::vector<AlignedBuffer>(num_columns_);
+      s->validity = std::vector<AlignedBuffer>(num_columns_);
+    }
+    std::weak_ptr<SlotPool> weak = weak_from_this();
+    return std::shared_ptr<Slot>(s.release(), [weak](Slot* p) {
+      if (auto pool = weak.lock()) {
+        absl::MutexLock lock(&pool->mu_);
+        pool->free_.emplace_back(p);
+      } else {
+        delete p;
+      }
+    });
+  }
+
+ private:
+  const size_t num_columns_;
+  absl::Mutex mu_;
+  std::vector<std::unique_ptr<Slot>> free_ ABSL_GUARDED_BY(mu_);
+};
+
+// Where the consumer (or the issuer) stands: the next global batch starts at
+// `start` of `epoch`; `drawn` = mixture draws per table before it.
+struct Cursor {
+  int64_t epoch = 0;
+  int64_t start = 0;
+  std::vector<int64_t> drawn;
+};
+
+// One planned result of Next(): a batch or the end of an epoch.
+struct Ticket {
+  bool end_of_epoch = false;
+  Cursor at;            // the global batch this ticket is cut from
+  PositionRange range;  // this rank's positions in it
+  Cursor next;          // the cursor after the ticket
+  uint64_t generation = 0;
+  std::shared_ptr<Slot> slot;
+  // Set once by the worker, under the loader's mutex.
+  bool done = false;
+  Status status;
+};
+
+struct OutColumn {
+  std::string name;
+  DataType type;
+  bool nullable = false;
+  size_t width = 0;      // fixed-width bytes per row; 0 for variable-length
+  size_t elem_size = 1;  // variable-length: bytes per element of values
+};
+
+class LoaderImpl final : public Loader {
+ public:
+  ~LoaderImpl() override {
+    Cancel();
+    pool_.reset();  // finishes (quickly: cancelled) and joins the workers
+  }
+
+  static Result<std::unique_ptr<Loader>> Make(
+      std::vector<std::shared_ptr<const table::Table>> tables, const LoaderOptions& options);
+
+  Result<std::shared_ptr<const Batch>> Next(absl::Duration timeout) override;
+  LoaderState state() const override;
+  Status Restore(const LoaderState& state) override;
+  Status SetEpoch(int64_t epoch) override;
+  void Cancel() override {
+    cancelled_.store(true, std::memory_order_release);
+    absl::MutexLock lock(&mu_);  // wakes waiters (their conditions read cancelled_)
+  }
+  LoaderStats stats() const override;
+  const format::Schema& schema() const override { return schema_; }
+  int64_t batches_per_epoch() const override { return BatchesPerEpoch(served_, part_); }
+  int64_t epoch_size() const override { return epoch_size_; }
+
+ private:
+  LoaderImpl() = default;
+
+  LoaderState Identity() const;
+  void ResetLocked(Cursor at) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void IssueLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void RunTicket(const std::shared_ptr<Ticket>& t);
+  Status Fill(const Ticket& t, Slot* slot);
+  Status Gather(int c, const std::vector<int64_t>& sorted, const std::vector<int32_t>& tbl,
+                const std::vector<table::RowAddress>& addr, Slot* slot);
+  Result<const table::ColumnSource*> Source(int t, int fragment, int c);
+  bool Stale(const Ticket& t) const {
+    return cancelled_.load(std::memory_order_acquire) ||
+           t.generation != generation_.load(std::memory_order_acquire);
+  }
+
+  // Immutable after Make.
+  std::vector<std::shared_ptr<const table::Table>> tables_;
+  LoaderOptions options_;
+  PartitionOptions part_;
+  std::vector<OrderOptions> orders_;  // per table
+  std::vector<int64_t> rows_;         // live rows per table
+  std::optional<Mixture> mixture_;
+  std::vector<double> weights_;  // as recorded in the state (mixtures)
+  int64_t epoch_size_ = 0;
+  int64_t served_ = 0;
+  format::Schema schema_;
+  std::vector<OutColumn> out_;
+  size_t readahead_ = 1;
+  std::unique_ptr<PageSource> pages_;
+  std::shared_ptr<SlotPool> slots_;
+
+  // Column sources, resolved on first use: sources_[t][fragment][c].
+  absl::Mutex sources_mu_;
+  std::vector<std::vector<std::vector<std::unique_ptr<table::ColumnSource>>>> sources_
+      ABSL_GUARDED_BY(sources_mu_);
+
+  std::atomic<bool> cancelled_{false};
+  std::atomic<uint64_t> generation_{0};
+  std::atomic<int64_t> assemble_nanos_{0};
+
+  mutable absl::Mutex mu_;
+  Cursor consumer_ ABSL_GUARDED_BY(mu_);         // after the batches handed out
+  Cursor issue_ ABSL_GUARDED_BY(mu_);            // the next ticket to plan
+  bool issue_end_ ABSL_GUARDED_BY(mu_) = false;  // issue_ is at an epoch's end marker
+  std::deque<std::shared_ptr<Ticket>> tickets_ ABSL_GUARDED_BY(mu_);
+  LoaderStats stats_ ABSL_GUARDED_BY(mu_);
+  // When the read-ahead last became full with nothing left to do (idle time).
+  std::optional<std::chrono::steady_clock::time_point> idle_since_ ABSL_GUARDED_BY(mu_);
+
+  std::unique_ptr<ThreadPool> pool_;  // last: destroyed (joined) first
+};
+
+Result<std::unique_ptr<Loader>> LoaderImpl::Make(
+    std::vector<std::shared_ptr<const table::Table>> tables, const LoaderOptions& options) {
+  FW_RETURN_IF_ERROR(options.Validate());
+  if (tables.empty()) return absl::InvalidArgumentError("loader: no tables");
+  for (const auto& t : tables) {
+    if (!t) return absl::InvalidArgumentError("loader: a table handle is null");
+  }
+  const bool mix = tables.size() > 1;
+  if (!mix && options.mixture_weights.size() > 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "loader options: ", options.mixture_weights.size(), " mixture weights for one table"));
+  }
+  if (mix && !options.mixture_weights.empty() && options.mixture_weights.size() != tables.size()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("loader options: ", options.mixture_weights.size(), " mixture weights for ",
+                     tables.size(), " tables"));
+  }
+  if (!mix && options.samples_per_epoch != 0) {
+    return absl::InvalidArgumentError(
+        "loader options: samples_per_epoch applies to mixtures of several tables only");
+  }
+  std::unique_ptr<LoaderImpl> l(new LoaderImpl());
+  l->tables_ = std::move(tables);
+  l->options_ = options;
+  l->part_ =
+      PartitionOptions{options.batch_size, options.rank, options.world_size, options.drop_last};
+
+  // Output columns: the first table's (or the requested ones), present with
+  // the same type in every table.
+  const format::Schema& first = l->tables_[0]->schema();
+  std::vector<std::string> names = options.columns;
+  if (names.empty()) {
+    for (const auto& f : first.fields) names.push_back(f.name);
+  }
+  if (names.empty())
+    return absl::InvalidArgumentError(
+        absl::StrCat("loader: table ", l->tables_[0]->uri(), " has no columns"));
+  for (const auto& name : names) {
+    OutColumn oc;
+    oc.name = name;
+    for (size_t t = 0; t < l->tables_.size(); ++t) {
+      const auto& tb = *l->tables_[t];
+      const int i = tb.schema().FieldIndex(name);
+      if (i < 0) {
+        return absl::NotFoundError(absl::StrCat("loader: table ", tb.uri(), " version ",
+                                                tb.version(), " has no column '", name,
+                                                "' (columns: ", tb.schema().ToString(), ")"));
+      }
+      const format::Field& f = tb.schema().fields[i];
+      if (t == 0) {
+        oc.type = f.type;
+      } else if (!(f.type == oc.type)) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "loader: column '", name, "' is ", f.type.ToString(), " in table ", tb.uri(), " but ",
+            oc.type.ToString(), " in table ", l->tables_[0]->uri()));
+      }
+      oc.nullable |= f.nullable;
+    }
+    if (oc.type.is_fixed_width()) {
+      oc.width = oc.type.fixed_width();
+    } else {
+      oc.elem_size = oc.type.id == format::TypeId::kList ? format::ScalarSize(oc.type.elem) : 1;
+    }
+    l->schema_.fields.push_back(format::Field{oc.name, oc.type, oc.nullable, -1, ""});
+    l->out_.push_back(std::move(oc));
+  }
+
+  // Orders (block size resolved per table), mixture, epoch size.
+  for (size_t t = 0; t < l->tables_.size(); ++t) {
+    const auto& tb = *l->tables_[t];
+    l->rows_.push_back(tb.num_rows());
+    OrderOptions o{options.shuffle, options.shuffle_mode, 0, options.window_blocks};
+    if (options.shuffle && options.shuffle_mode == ShuffleMode::kBlock) {
+      o.block_rows = options.block_rows;
+      if (o.block_rows == 0) {
+        o.block_rows = 1024;
+        if (!tb.manifest().fragments.empty()) {
+          FW_ASSIGN_OR_RETURN_CTX(auto src, tb.OpenColumn(0, names[0]), "loader: table ", tb.uri());
+          if (src.reader && !src.reader->pages(src.column).empty()) {
+            o.block_rows = std::max<int64_t>(1, src.reader->pages(src.column)[0].num_rows);
+          }
+        }
+      }
+    } else {
+      o.block_rows = 0;
+      o.window_blocks = 0;
+    }
+    l->orders_.push_back(o);
+  }
+  if (mix) {
+    l->weights_ = options.mixture_weights;
+    if (l->weights_.empty()) {
+      for (int64_t r : l->rows_) l->weights_.push_back(static_cast<double>(r));
+    }
+    for (size_t t = 0; t < l->tables_.size(); ++t) {
+      if (l->rows_[t] == 0) {
+        return absl::InvalidArgumentError(absl::StrCat("loader: table ", l->tables_[t]->uri(),
+                                                       " version ", l->tables_[t]->version(),
+                                                       " has no rows to mix"));
+      }
+    }
+    FW_ASSIGN_OR_RETURN_CTX(auto m, Mixture::Create(l->weights_, options.seed),
+                            "loader options: mixture_weights");
+    l->mixture_ = std::move(m);
+    l->epoch_size_ = options.samples_per_epoch;
+    if (l->epoch_size_ == 0)
+      l->epoch_size_ = std::accumulate(l->rows_.begin(), l->rows_.end(), int64_t{0});
+  } else {
+    l->epoch_size_ = l->rows_[0];
+  }
+  l->served_ = ServedPositions(l->epoch_size_, l->part_);
+
+  // Memory: half of the budget for batches filled ahead, half for pages.
+  int64_t slot_bytes = 0;
+  for (const auto& oc : l->out_) {
+    if (oc.width) {
+      slot_bytes += static_cast<int64_t>(oc.width) * options.batch_size;
+    } else {
+      // Average row size of the first table's first page, plus offsets.
+      int64_t per_row = 16;
+      const auto& tb = *l->tables_[0];
+      if (!tb.manifest().fragments.empty()) {
+        auto src = tb.OpenColumn(0, oc.name);
+        if (src.ok() && src->reader && !src->reader->pages(src->column).empty()) {
+          const auto& pi = src->reader->pages(src->column)[0];
+          per_row = static_cast<int64_t>(pi.values_size) / std::max<int64_t>(1, pi.num_rows) + 8;
+        }
+      }
+      slot_bytes += per_row * options.batch_size;
+    }
+  }
+  slot_bytes = std::max<int64_t>(slot_bytes, 1);
+  // Deeper than a few batches per thread only holds memory: the workers
+  // cannot fill more at once, and a slow consumer leaves them idle anyway.
+  const int64_t depth_cap = std::max(4, 4 * options.num_threads);
+  l->readahead_ = static_cast<size_t>(
+      std::clamp<int64_t>(options.prefetch_bytes / 2 / slot_bytes, 1, depth_cap));
+  l->pages_ = NewCachingPageSource(options.prefetch_bytes / 2);
+  l->slots_ = std::make_shared<SlotPool>(l->out_.size());
+  {
+    absl::MutexLock lock(&l->sources_mu_);
+    l->sources_.resize(l->tables_.size());
+    for (size_t t = 0; t < l->tables_.size(); ++t) {
+      l->sources_[t].resize(l->tables_[t]->manifest().fragments.size());
+      for (auto& f : l->sources_[t]) f.resize(l->out_.size());
+    }
+  }
+  l->pool_ = std::make_unique<ThreadPool>(options.num_threads);
+  Cursor start;
+  start.epoch = options.epoch;
+  if (mix) start.drawn.assign(l->tables_.size(), 0);
+  {
+    absl::MutexLock lock(&l->mu_);
+    l->stats_.readahead_batches = static_cast<int64_t>(l->readahead_);
+    l->ResetLocked(std::move(start));
+  }
+  return std::unique_ptr<Loader>(std::move(l));
+}
+
+void LoaderImpl::ResetLocked(Cursor at) {
+  generation_.fetch_add(1, std::memory_order_acq_rel);
+  tickets_.clear();  // in-flight workers notice the generation and stop early
+  consumer_ = at;
+  issue_ = std::move(at);
+  issue_end_ = false;
+  IssueLocked();
+}
+
+void LoaderImpl::IssueLocked() {
+  if (cancelled_.load(std::memory_order_acquire)) return;
+  const uint64_t gen = generation_.load(std::memory_order_acquire);
+  bool issued = false;
+  while (tickets_.size() < readahead_) {
+    auto t = std::make_shared<Ticket>();
+    t->generation = gen;
+    t->at = issue_;
+    if (issue_.start >= served_) {
+      // End of this epoch: the next one starts at its position 0; mixture
+      // streams carry on.
+      t->end_of_epoch = true;
+      t->done = true;
+      t->next = Cursor{issue_.epoch + 1, 0, issue_.drawn};
+    } else {
+      t->range = RankBatch(served_, issue_.start, part_);
+      t->next = issue_;
+      t->next.start = NextGlobalStart(served_, issue_.start, part_);
+      if (mixture_)
+        mixture_->Count(issue_.epoch, issue_.start, t->next.start, t->next.drawn.data());
+      t->slot = slots_->Acquire();
+      pool_->Schedule([this, t] { RunTicket(t); });
+      issued = true;
+    }
+    issue_ = t->next;
+    tickets_.push_back(std::move(t));
+  }
+  if (issued && idle_since_) {
+    stats_.idle_seconds += static_cast<double>(NanosSince(*idle_since_)) * 1e-9;
+    idle_since_.reset();
+  }
+}
+
+void LoaderImpl::RunTicket(const std::shared_ptr<Ticket>& t) {
+  Status s;
+  if (!Stale(*t)) {
+    const auto t0 = std::chrono::steady_clock::now();
+    s = Fill(*t, t->slot.get());
+    // Page fetches are inside this span; stats() subtracts them.
+    assemble_nanos_.fetch_add(NanosSince(t0), std::memory_order_relaxed);
+  }
+  absl::MutexLock lock(&mu_);
+  t->status = std::move(s);
+  t->done = true;
+  // Everything issued is done and the read-ahead is full: the pipeline waits
+  // for the consumer from now on.
+  if (t->generation == generation_.load() && tickets_.size() >= readahead_ &&
+      std::all_of(tickets_.begin(), tickets_.end(), [](const auto& x) { return x->done; })) {
+    idle_since_ = std::chrono::steady_clock::now();
+  }
+}
+
+Result<const table::ColumnSource*> LoaderImpl::Source(int t, int fragment, int c) {
+  {
+    absl::MutexLock lock(&sources_mu_);
+    const auto& p = sources_[t][fragment][c];
+    if (p) return p.get();
+  }
+  const auto& tb = *tables_[t];
+  FW_ASSIGN_OR_RETURN_CTX(table::ColumnSource src, tb.OpenColumn(fragment, out_[c].name), "table ",
+                          tb.uri(), " version ", tb.version(), " fragment ",
+                          tb.manifest().fragments[fragment].id);
+  absl::MutexLock lock(&sources_mu_);
+  auto& p = sources_[t][fragment][c];
+  if (!p) p = std::make_unique<table::ColumnSource>(std::move(src));
+  return p.get();
+}
+
+Status LoaderImpl::Fill(const Ticket& t, Slot* slot) {
+  const int64_t n = t.range.size();
+  Batch& b = slot->batch;
+  b.epoch = t.at.epoch;
+  b.position = t.range.begin;
+  b.num_rows = n;
+  b.indices.resize(n);
+  b.tables.assign(n, 0);
+  // 1. Which row of which table each position serves.
+  if (!mixture_) {
+    FW_ASSIGN_OR_RETURN(auto order,
+                        SampleOrder::Create(rows_[0], options_.seed, t.at.epoch, orders_[0]));
+    order.Fill(t.range.begin, t.range.end, b.indices.data());
+  } else {
+    mixture_->Fill(t.at.epoch, t.range.begin, t.range.end, b.tables.data());
+    std::vector<int64_t> drawn = t.at.drawn;
+    mixture_->Count(t.at.epoch, t.at.start, t.range.begin, drawn.data());
+    std::vector<std::optional<SampleOrder>> orders(tables_.size());
+    std::vector<int64_t> order_epoch(tables_.size(), -1);
+    for (int64_t i = 0; i < n; ++i) {
+      const int tb = b.tables[i];
+      const int64_t k = drawn[tb]++;
+      const int64_t e = k / rows_[tb];
+      if (order_epoch[tb] != e) {
+        FW_ASSIGN_OR_RETURN(
+            auto o, SampleOrder::Create(rows_[tb], StreamSeed(options_.seed, tb), e, orders_[tb]));
+        orders[tb] = std::move(o);
+        order_epoch[tb] = e;
+      }
+      b.indices[i] = orders[tb]->At(k % rows_[tb]);
+    }
+  }
+  // 2. Where each row is stored.
+  std::vector<table::RowAddress> addr(n);
+  if (!mixture_) {
+    FW_RETURN_IF_ERROR_CTX(tables_[0]->Locate(b.indices.data(), n, addr.data()), "loader");
+  } else {
+    std::vector<int64_t> idx;
+    std::vector<table::RowAddress> part;
+    for (size_t tb = 0; tb < tables_.size(); ++tb) {
+      idx.clear();
+      for (int64_t i = 0; i < n; ++i) {
+        if (b.tables[i] == static_cast<int32_t>(tb)) idx.push_back(b.indices[i]);
+      }
+      if (idx.empty()) continue;
+      part.resize(idx.size());
+      FW_RETURN_IF_ERROR_CTX(tables_[tb]->Locate(idx.data(), idx.size(), part.data()), "loader");
+      size_t j = 0;
+      for (int64_t i = 0; i < n; ++i) {
+        if (b.tables[i] == static_cast<int32_t>(tb)) addr[i] = part[j++];
+      }
+    }
+  }
+  // 3. Visit rows in storage order so each page is fetched once per column.
+  std::vector<int64_t> sorted(n);
+  std::iota(sorted.begin(), sorted.end(), 0);
+  std::sort(sorted.begin(), sorted.end(), [&](int64_t x, int64_t y) {
+    return std::tie(b.tables[x], addr[x].fragment, addr[x].row) <
+           std::tie(b.tables[y], addr[y].fragment, addr[y].row);
+  });
+  b.columns.resize(out_.size());
+  for (size_t c = 0; c < out_.size(); ++c) {
+    if (Stale(t)) return absl::CancelledError("superseded");
+    FW_RETURN_IF_ERROR(Gather(static_cast<int>(c), sorted, b.tables, addr, slot));
+  }
+  return absl::OkStatus();
+}
+
+Status LoaderImpl::Gather(int c, const std::vector<int64_t>& sorted,
+                          const std::vector<int32_t>& tbl,
+                          const std::vector<table::RowAddress>& addr, Slot* slot) {
+  const OutColumn& oc = out_[c];
+  const int64_t n = static_cast<int64_t>(sorted.size());
+  BatchColumn& bc = slot->batch.columns[c];
+  bc.name = oc.name;
+  bc.type = oc.type;
+  bc.nullable = oc.nullable;
+  bc.null_count = 0;
+  bc.offsets = nullptr;
+  bc.validity = nullptr;
+  uint8_t* validity = nullptr;
+  if (oc.nullable) {
+    validity = slot->validity[c].Reserve(static_cast<size_t>((n + 7) / 8) + 1);
+    std::memset(validity, 0xff, static_cast<size_t>((n + 7) / 8) + 1);
+  }
+  auto set_null = [&](int64_t pos) {
+    if (validity) validity[pos >> 3] &= static_cast<uint8_t>(~(1u << (pos & 7)));
+    bc.null_count++;
+  };
+  // Walks rows in storage order, calling row(pos, page column, local row)
+  // with the page holding each row (or the fill column and row 0).
+  auto walk = [&](auto&& row) -> Status {
+    int cur_t = -1, cur_f = -1, cur_page = -1;
+    const table::ColumnSource* src = nullptr;
+    Column page;
+    for (int64_t i = 0; i < n; ++i) {
+      const int64_t pos = sorted[i];
+      const int tb = tbl[pos];
+      const table::RowAddress& a = addr[pos];
+      if (tb != cur_t || a.fragment != cur_f) {
+        FW_ASSIGN_OR_RETURN(src, Source(tb, a.fragment, c));
+        cur_t = tb;
+        cur_f = a.fragment;
+        cur_page = -1;
+      }
+      if (!src->reader) {
+        row(pos, src->fill, int64_t{0});
+        continue;
+      }
+      const int p = src->reader->FindPage(src->column, a.row);
+      if (p != cur_page) {
+        const auto& tab = *tables_[tb];
+        FW_ASSIGN_OR_RETURN_CTX(page, pages_->Page(*src->reader, src->column, p), "table ",
+                                tab.uri(), " version ", tab.version(), " fragment ",
+                                tab.manifest().fragments[a.fragment].id);
+        cur_page = p;
+      }
+      row(pos, page, a.row - src->reader->pages(src->column)[p].first_row);
+    }
+    return absl::OkStatus();
+  };
+  if (oc.width) {
+    const size_t w = oc.width;
+    uint8_t* out = slot->values[c].Reserve(std::max<size_t>(1, static_cast<size_t>(n) * w));
+    FW_RETURN_IF_ERROR(walk([&](int64_t pos, const Column& col, int64_t local) {
+      std::memcpy(out + static_cast<size_t>(pos) * w,
+                  col.values.data + static_cast<size_t>(local) * w, w);
+      if (!col.IsValid(local)) set_null(pos);
+    }));
+    bc.values = out;
+    bc.values_size = static_cast<size_t>(n) * w;
+  } else {
+    // Pass 1: lengths (and the pages, held until the copy).
+    const size_t es = oc.elem_size;
+    int64_t* offsets =
+        reinterpret_cast<int64_t*>(slot->offsets[c].Reserve(static_cast<size_t>(n + 1) * 8));
+    std::vector<const uint8_t*> src_ptr(n);
+    std::vector<Column> held;
+    const uint8_t* last_values = nullptr;
+    FW_RETURN_IF_ERROR(walk([&](int64_t pos, const Column& col, int64_t local) {
+      const int64_t* o = col.offsets_data();
+      const int64_t len = col.length == 0 ? 0 : o[local + 1] - o[local];
+      src_ptr[pos] = col.values.data + static_cast<size_t>(o[local]) * es;
+      offsets[pos + 1] = len;
+      if (col.values.data != last_values) {
+        held.push_back(col);  // keep the page alive until the copy below
+        last_values = col.values.data;
+      }
+      if (!col.IsValid(local)) set_null(pos);
+    }));
+    offsets[0] = 0;
+    for (int64_t i = 0; i < n; ++i) offsets[i + 1] += offsets[i];
+    const size_t bytes = static_cast<size_t>(offsets[n]) * es;
+    uint8_t* out = slot->values[c].Reserve(std::max<size_t>(1, bytes));
+    for (int64_t i = 0; i < n; ++i) {
+      const size_t len = static_cast<size_t>(offsets[i + 1] - offsets[i]) * es;
+      if (len > 0) std::memcpy(out + static_cast<size_t>(offsets[i]) * es, src_ptr[i], len);
+    }
+    bc.values = out;
+    bc.values_size = bytes;
+    bc.offsets = offsets;
+  }
+  if (validity && bc.null_count > 0) bc.validity = validity;
+  return absl::OkStatus();
+}
+
+Result<std::shared_ptr<const Batch>> LoaderImpl::Next(absl::Duration timeout) {
+  absl::MutexLock lock(&mu_);
+  if (cancelled_.load(std::memory_order_acquire)) return absl::CancelledError("loader: cancelled");
+  IssueLocked();
+  std::shared_ptr<Ticket> t = tickets_.front();
+  const auto t0 = std::chrono::steady_clock::now();
+  auto ready = [this, &t] { return t->done || cancelled_.load(std::memory_order_acquire); };
+  if (!ready()) {
+    mu_.AwaitWithTimeout(absl::Condition(&ready), timeout);
+    stats_.consumer_wait_seconds += static_cast<double>(NanosSince(t0)) * 1e-9;
+  }
+  if (cancelled_.load(std::memory_order_acquire)) return absl::CancelledError("loader: cancelled");
+  if (!t->done) {
+    return absl::DeadlineExceededError(
+        absl::StrCat("loader: no batch within ", absl::FormatDuration(timeout), " (epoch ",
+                     t->at.epoch, " position ", t->range.begin, ")"));
+  }
+  tickets_.pop_front();
+  if (!t->status.ok()) {
+    // Keep the position: the next call reads this batch again.
+    Status s = t->status;
+    ResetLocked(consumer_);
+    return s;
+  }
+  consumer_ = t->next;
+  IssueLocked();
+  if (t->end_of_epoch) return std::shared_ptr<const Batch>();
+  stats_.batches++;
+  stats_.rows += t->slot->batch.num_rows;
+  for (const auto& c : t->slot->batch.columns) stats_.bytes += static_cast<int64_t>(c.values_size);
+  const Batch* b = &t->slot->batch;
+  return std::shared_ptr<const Batch>(std::move(t->slot), b);
+}
+
+LoaderState LoaderImpl::Identity() const {
+  LoaderState s;
+  s.seed = options_.seed;
+  s.shuffle = options_.shuffle;
+  s.shuffle_mode = options_.shuffle ? options_.shuffle_mode : ShuffleMode::kRow;
+  s.window_blocks = orders_[0].window_blocks;
+  for (size_t t = 0; t < tables_.size(); ++t) {
+    s.tables.push_back(
+        TableState{tables_[t]->uri(), tables_[t]->version(), rows_[t], orders_[t].block_rows});
+  }
+  if (mixture_) s.mixture = MixtureState{weights_, std::vector<int64_t>(tables_.size(), 0)};
+  return s;
+}
+
+LoaderState LoaderImpl::state() const {
+  LoaderState s = Identity();
+  absl::MutexLock lock(&mu_);
+  s.epoch = consumer_.epoch;
+  s.consumed = std::min(consumer_.start, epoch_size_);
+  if (s.mixture) s.mixture->drawn = consumer_.drawn;
+  return s;
+}
+
+Status LoaderImpl::Restore(const LoaderState& state) {
+  FW_RETURN_IF_ERROR(state.Validate());
+  FW_RETURN_IF_ERROR(CheckResumable(state, Identity()));
+  if (state.consumed > epoch_size_) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("loader state: field 'consumed' is ", state.consumed,
+                     ", beyond this loader's epoch of ", epoch_size_, " positions"));
+  }
+  Cursor at;
+  at.epoch = state.epoch;
+  at.start = state.consumed;
+  if (state.mixture) at.drawn = state.mixture->drawn;
+  absl::MutexLock lock(&mu_);
+  ResetLocked(std::move(at));
+  return absl::OkStatus();
+}
+
+Status LoaderImpl::SetEpoch(int64_t epoch) {
+  if (epoch < 0)
+    return absl::InvalidArgumentError(absl::StrCat("loader: epoch must be >= 0, got ", epoch));
+  absl::MutexLock lock(&mu_);
+  Cursor at = consumer_;
+  at.epoch = epoch;
+  at.start = 0;
+  ResetLocked(std::move(at));
+  return absl::OkStatus();
+}
+
+LoaderStats LoaderImpl::stats() const {
+  LoaderStats s;
+  {
+    absl::MutexLock lock(&mu_);
+    s = stats_;
+  }
+  const PageSourceStats p = pages_->stats();
+  s.pages_fetched = p.fetched;
+  s.page_cache_hits = p.hits;
+  s.page_bytes_fetched = p.bytes_fetched;
+  s.io_seconds = static_cast<double>(p.io_nanos) * 1e-9;
+  s.decode_seconds = static_cast<double>(p.decode_nanos) * 1e-9;
+  const double fill = static_cast<double>(assemble_nanos_.load(std::memory_order_relaxed)) * 1e-9;
+  s.assemble_seconds = std::max(0.0, fill - s.io_seconds - s.decode_seconds);
+  return s;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Loader>> Loader::Open(const std::vector<TableRef>& refs,
+                                             const LoaderOptions& options,
+                                             const table::TableOptions& table_options) {
+  FW_RETURN_IF_ERROR(options.Validate());
+  if (refs.empty()) return absl::InvalidArgumentError("loader: no tables");
+  std::vector<std::shared_ptr<const table::Table>> tables;
+  for (const auto& r : refs) {
+    if (r.version && r.tag) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("loader: table ", r.uri, ": give a version or a tag, not both"));
+    }
+    table::OpenOptions o;
+    o.version = r.version;
+    o.tag = r.tag;
+    FW_ASSIGN_OR_RETURN_CTX(auto t, table::Table::Open(r.uri, o, table_options),
+                            "loader: opening table ", r.uri);
+    tables.push_back(std::move(t));
+  }
+  return LoaderImpl::Make(std::move(tables), options);
+}
+
+Result<std::unique_ptr<Loader>> Loader::Create(
+    std::vector<std::shared_ptr<const table::Table>> tables, const LoaderOptions& options) {
+  return LoaderImpl::Make(std::move(tables), options);
+}
+
+}  // namespace flywheel::loader

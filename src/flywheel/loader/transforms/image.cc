@@ -1,0 +1,447 @@
+// The JPEG pipeline (image.h). Semantics: docs/transforms.md.
+#include "flywheel/loader/transforms/image.h"
+
+#include <turbojpeg.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <memory>
+
+#include "absl/strings/str_cat.h"
+#include "flywheel/base/rng.h"
+
+namespace flywheel::loader {
+namespace {
+
+// Salts that separate the crop's and the flip's random streams, so changing
+// flip_probability never moves a crop (and vice versa).
+constexpr uint64_t kCropSalt = 0x6372'6f70'0000'0001ULL;  // "crop"
+constexpr uint64_t kFlipSalt = 0x666c'6970'0000'0002ULL;  // "flip"
+
+constexpr int kMaxSide = 16384;
+
+int RoundToInt(double v) { return static_cast<int>(std::lround(v)); }
+
+// A grow-only buffer: reused across images, never zero-filled (every byte
+// handed out is written before it is read).
+template <typename T>
+class Scratch {
+ public:
+  T* Get(size_t n) {
+    if (n > capacity_) {
+      data_ = std::make_unique_for_overwrite<T[]>(n);
+      capacity_ = n;
+    }
+    return data_.get();
+  }
+
+ private:
+  std::unique_ptr<T[]> data_;
+  size_t capacity_ = 0;
+};
+
+// Resampling taps for one output axis: output i reads source samples
+// [start[i], start[i] + count[i]) with weights w[i * stride + k].
+struct Taps {
+  std::vector<int> start;
+  std::vector<int> count;
+  std::vector<float> w;
+  int stride = 0;
+};
+
+// A triangle (bilinear) filter whose radius is max(1, source pixels per
+// output pixel): plain bilinear interpolation when enlarging, an
+// antialiasing tent when shrinking (PIL's BILINEAR; torchvision's
+// antialias=True). Pixel centres are aligned (align_corners=False): output
+// pixel i covers source [src0 + i * scale, src0 + (i + 1) * scale).
+// Taps that fall outside [0, src_size) are dropped and the rest
+// renormalized. The vectors keep their capacity across images.
+void ComputeTaps(double src0, double src_len, int src_size, int out_size, Taps* t) {
+  const double scale = src_len / out_size;
+  const double support = std::max(scale, 1.0);
+  t->stride = static_cast<int>(std::ceil(support)) * 2 + 2;
+  t->start.resize(out_size);
+  t->count.resize(out_size);
+  t->w.resize(static_cast<size_t>(out_size) * t->stride);
+  for (int i = 0; i < out_size; ++i) {
+    const double center = src0 + (i + 0.5) * scale;
+    int lo = static_cast<int>(std::floor(center - support));
+    int hi = static_cast<int>(std::ceil(center + support));
+    lo = std::clamp(lo, 0, src_size - 1);
+    hi = std::clamp(hi, lo + 1, src_size);
+    hi = std::min(hi, lo + t->stride);
+    float* w = &t->w[static_cast<size_t>(i) * t->stride];
+    double sum = 0;
+    for (int j = lo; j < hi; ++j) {
+      const double d = std::abs((j + 0.5 - center) / support);
+      const double v = d < 1.0 ? 1.0 - d : 0.0;
+      w[j - lo] = static_cast<float>(v);
+      sum += v;
+    }
+    if (sum <= 0) {
+      // Only when the window holds no sample with positive weight (a crop
+      // thinner than a pixel at the edge): take the nearest sample.
+      const int nearest = std::clamp(static_cast<int>(std::floor(center)), 0, src_size - 1);
+      lo = nearest;
+      hi = nearest + 1;
+      w[0] = 1.0f;
+    } else {
+      for (int j = lo; j < hi; ++j) w[j - lo] = static_cast<float>(w[j - lo] / sum);
+    }
+    t->start[i] = lo;
+    t->count[i] = hi - lo;
+  }
+}
+
+const char* ColorspaceName(int cs) {
+  switch (cs) {
+    case TJCS_RGB:
+      return "rgb";
+    case TJCS_YCbCr:
+      return "ycbcr";
+    case TJCS_GRAY:
+      return "gray";
+    case TJCS_CMYK:
+      return "cmyk";
+    case TJCS_YCCK:
+      return "ycck";
+    default:
+      return nullptr;
+  }
+}
+
+class ImagePipelineImpl final : public ImagePipeline {
+ public:
+  ImagePipelineImpl(const ImageOptions& options, tjhandle handle)
+      : options_(options), handle_(handle) {
+    for (int c = 0; c < 3; ++c) {
+      mul_[c] = 1.0f / (255.0f * options_.std[c]);
+      add_[c] = -options_.mean[c] / options_.std[c];
+    }
+    int n = 0;
+    const tjscalingfactor* f = tjGetScalingFactors(&n);
+    for (int i = 0; f != nullptr && i < n; ++i) {
+      // Only the scales whose IDCT is fast: 1/8 (DC only), 1/4, 1/2 (SIMD
+      // reduced IDCTs), 3/8. libjpeg-turbo 2.1's 5/8, 3/4 and 7/8 use plain C
+      // IDCTs and decode slower than full size with SIMD (measured: 7/8 at
+      // 0.65x, 3/4 and 5/8 at 0.87x the speed of 1/1; docs/transforms.md).
+      const int64_t n8 = int64_t{f[i].num} * 8;
+      if (n8 % f[i].denom != 0) continue;
+      const int64_t eighths = n8 / f[i].denom;
+      if (eighths == 1 || eighths == 2 || eighths == 3 || eighths == 4) factors_.push_back(f[i]);
+    }
+    factors_.push_back({1, 1});
+    // Smallest first, so the first one that is large enough is the cheapest.
+    std::sort(factors_.begin(), factors_.end(), [](tjscalingfactor a, tjscalingfactor b) {
+      return static_cast<int64_t>(a.num) * b.denom < static_cast<int64_t>(b.num) * a.denom;
+    });
+  }
+  ~ImagePipelineImpl() override { tjDestroy(handle_); }
+
+  const ImageOptions& options() const override { return options_; }
+  size_t output_bytes() const override { return options_.OutputBytes(); }
+  const ImageTrace& last() const override { return last_; }
+
+  Result<JpegInfo> ReadHeader(std::span<const uint8_t> jpeg) override {
+    if (jpeg.empty()) return absl::InvalidArgumentError("empty JPEG (0 bytes)");
+    int w = 0, h = 0, subsamp = 0, cs = 0;
+    if (tjDecompressHeader3(handle_, jpeg.data(), static_cast<unsigned long>(jpeg.size()), &w, &h,
+                            &subsamp, &cs) != 0) {
+      Status error = absl::DataLossError(
+          absl::StrCat("not a decodable JPEG (", jpeg.size(), " bytes): bad header: ", TjError()));
+      FW_RETURN_IF_ERROR(ResetHandle());
+      return error;
+    }
+    const char* name = ColorspaceName(cs);
+    if (name == nullptr) {
+      return absl::DataLossError(absl::StrCat("JPEG header: unknown colorspace ", cs));
+    }
+    if (w <= 0 || h <= 0) {
+      return absl::DataLossError(absl::StrCat("JPEG header declares ", w, "x", h, " pixels"));
+    }
+    const int64_t pixels = int64_t{w} * h;
+    if (pixels > options_.max_pixels) {
+      return absl::InvalidArgumentError(absl::StrCat("JPEG header declares ", w, "x", h, " = ",
+                                                     pixels, " pixels, above max_pixels ",
+                                                     options_.max_pixels));
+    }
+    return JpegInfo{w, h, name};
+  }
+
+  Status Run(std::span<const uint8_t> jpeg, uint64_t key, std::span<uint8_t> dst) override {
+    const size_t need = options_.OutputBytes();
+    if (dst.size() < need) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("destination holds ", dst.size(), " bytes, the image needs ", need));
+    }
+    if (options_.dtype == PixelType::kFloat32 &&
+        reinterpret_cast<uintptr_t>(dst.data()) % alignof(float) != 0) {
+      return absl::InvalidArgumentError("float32 destination is not 4-byte aligned");
+    }
+    FW_ASSIGN_OR_RETURN(JpegInfo info, ReadHeader(jpeg));
+    const int W = info.width, H = info.height;
+    const CropBox crop = SampleCrop(H, W, key, options_);
+    const bool flip = SampleFlip(key, options_);
+
+    // The cheapest decode scale that leaves the crop at least output-sized.
+    tjscalingfactor scale{1, 1};
+    if (options_.scaled_decode) {
+      for (const tjscalingfactor& f : factors_) {
+        const int sw = TJSCALED(W, f), sh = TJSCALED(H, f);
+        const double cw = static_cast<double>(crop.width) * sw / W;
+        const double ch = static_cast<double>(crop.height) * sh / H;
+        if (cw >= options_.width && ch >= options_.height) {
+          scale = f;
+          break;
+        }
+      }
+    }
+    const int sw = TJSCALED(W, scale), sh = TJSCALED(H, scale);
+    const bool cmyk = info.colorspace == "cmyk" || info.colorspace == "ycck";
+    const int pixel_format = cmyk ? TJPF_CMYK : TJPF_RGB;
+    const int channels = cmyk ? 4 : 3;
+    uint8_t* decoded = decoded_.Get(static_cast<size_t>(sw) * sh * channels);
+    int flags = TJFLAG_LIMITSCANS | (options_.fast_dct ? TJFLAG_FASTDCT : TJFLAG_ACCURATEDCT);
+    if (!options_.allow_warnings) flags |= TJFLAG_STOPONWARNING;
+    if (tjDecompress2(handle_, jpeg.data(), static_cast<unsigned long>(jpeg.size()), decoded, sw,
+                      sw * channels, sh, pixel_format, flags) != 0 &&
+        !(options_.allow_warnings && tjGetErrorCode(handle_) == TJERR_WARNING)) {
+      Status error =
+          absl::DataLossError(absl::StrCat("corrupt JPEG (", W, "x", H, " ", info.colorspace, ", ",
+                                           jpeg.size(), " bytes): ", TjError()));
+      FW_RETURN_IF_ERROR(ResetHandle());
+      return error;
+    }
+    const uint8_t* rgb = decoded;
+    if (cmyk) rgb = CmykToRgb(decoded, static_cast<size_t>(sw) * sh);
+
+    // The crop in decoded coordinates (fractional when scaled).
+    const double fx = static_cast<double>(sw) / W, fy = static_cast<double>(sh) / H;
+    ComputeTaps(crop.x * fx, crop.width * fx, sw, options_.width, &xtaps_);
+    ComputeTaps(crop.y * fy, crop.height * fy, sh, options_.height, &ytaps_);
+    Resample(rgb, sw, flip, dst.data());
+
+    last_ = ImageTrace{std::move(info), crop, flip, scale.num, scale.denom, sw, sh};
+    return absl::OkStatus();
+  }
+
+ private:
+  // TurboJPEG 2.1 leaves a handle mid-stream after an error (its
+  // tjDecompressHeader3 does not abort the decompressor), so the next image
+  // would fail with "Bogus marker length": start over with a fresh handle.
+  // Only on the error path.
+  Status ResetHandle() {
+    tjhandle fresh = tjInitDecompress();
+    if (fresh == nullptr) return absl::InternalError("tjInitDecompress failed");
+    tjDestroy(handle_);
+    handle_ = fresh;
+    return absl::OkStatus();
+  }
+
+  std::string TjError() {
+    const char* msg = tjGetErrorStr2(handle_);
+    return msg != nullptr ? std::string(msg) : std::string("unknown TurboJPEG error");
+  }
+
+  // libjpeg(-turbo) hands CMYK/YCCK out as stored; JPEGs from Adobe
+  // software (nearly all CMYK JPEGs) store inverted CMYK (255 = no ink), the
+  // convention libjpeg-turbo's own tools use: R = C * K / 255, etc.
+  const uint8_t* CmykToRgb(const uint8_t* cmyk, size_t pixels) {
+    uint8_t* out = rgb_.Get(pixels * 3);
+    for (size_t i = 0; i < pixels; ++i) {
+      const unsigned k = cmyk[4 * i + 3];
+      for (int c = 0; c < 3; ++c) {
+        out[3 * i + c] = static_cast<uint8_t>((cmyk[4 * i + c] * k + 127) / 255);
+      }
+    }
+    return out;
+  }
+
+  // Separable resample: horizontal pass over the source rows the vertical
+  // taps need into a float scratch, then the vertical pass writes the output.
+  void Resample(const uint8_t* src, int src_width, bool flip, uint8_t* dst) {
+    const int ow = options_.width, oh = options_.height;
+    const int y0 = ytaps_.start[0];
+    const int y1 = ytaps_.start[oh - 1] + ytaps_.count[oh - 1];
+    float* rows = rows_.Get(static_cast<size_t>(y1 - y0) * ow * 3);
+    for (int y = y0; y < y1; ++y) {
+      const uint8_t* s = src + static_cast<size_t>(y) * src_width * 3;
+      float* r = rows + static_cast<size_t>(y - y0) * ow * 3;
+      for (int x = 0; x < ow; ++x) {
+        const float* w = &xtaps_.w[static_cast<size_t>(x) * xtaps_.stride];
+        const uint8_t* p = s + static_cast<size_t>(xtaps_.start[x]) * 3;
+        float a0 = 0, a1 = 0, a2 = 0;
+        for (int k = 0, n = xtaps_.count[x]; k < n; ++k) {
+          a0 += w[k] * p[3 * k];
+          a1 += w[k] * p[3 * k + 1];
+          a2 += w[k] * p[3 * k + 2];
+        }
+        r[3 * x] = a0;
+        r[3 * x + 1] = a1;
+        r[3 * x + 2] = a2;
+      }
+    }
+    const bool chw = options_.layout == ImageLayout::kCHW;
+    if (options_.dtype == PixelType::kUint8) {
+      if (chw) {
+        Vertical<true, false>(rows, y0, flip, dst);
+      } else {
+        Vertical<false, false>(rows, y0, flip, dst);
+      }
+    } else if (chw) {
+      Vertical<true, true>(rows, y0, flip, dst);
+    } else {
+      Vertical<false, true>(rows, y0, flip, dst);
+    }
+  }
+
+  template <bool kChw, bool kFloat>
+  void Vertical(const float* rows, int y0, bool flip, uint8_t* dst) {
+    const int ow = options_.width, oh = options_.height;
+    const size_t plane = static_cast<size_t>(ow) * oh;
+    float* acc = acc_.Get(static_cast<size_t>(ow) * 3);
+    for (int y = 0; y < oh; ++y) {
+      const float* w = &ytaps_.w[static_cast<size_t>(y) * ytaps_.stride];
+      const float* r = rows + static_cast<size_t>(ytaps_.start[y] - y0) * ow * 3;
+      std::fill(acc, acc + static_cast<size_t>(ow) * 3, 0.0f);
+      for (int k = 0, n = ytaps_.count[y]; k < n; ++k) {
+        const float wk = w[k];
+        const float* rk = r + static_cast<size_t>(k) * ow * 3;
+        for (int i = 0; i < ow * 3; ++i) acc[i] += wk * rk[i];
+      }
+      for (int x = 0; x < ow; ++x) {
+        const int ox = flip ? ow - 1 - x : x;
+        for (int c = 0; c < 3; ++c) {
+          const float v = acc[3 * x + c];
+          const size_t at = kChw ? c * plane + static_cast<size_t>(y) * ow + ox
+                                 : (static_cast<size_t>(y) * ow + ox) * 3 + c;
+          if constexpr (kFloat) {
+            reinterpret_cast<float*>(dst)[at] = v * mul_[c] + add_[c];
+          } else {
+            dst[at] = static_cast<uint8_t>(std::clamp(v + 0.5f, 0.0f, 255.0f));
+          }
+        }
+      }
+    }
+  }
+
+  const ImageOptions options_;
+  tjhandle handle_;
+  std::vector<tjscalingfactor> factors_;
+  float mul_[3];
+  float add_[3];
+  Scratch<uint8_t> decoded_;
+  Scratch<uint8_t> rgb_;
+  Scratch<float> rows_;
+  Scratch<float> acc_;
+  Taps xtaps_;
+  Taps ytaps_;
+  ImageTrace last_;
+};
+
+}  // namespace
+
+Status ImageOptions::Validate() const {
+  auto bad = [](std::string_view field, auto value, std::string_view rule) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("ImageOptions.", AsAbsl(field), " = ", value, ": ", AsAbsl(rule)));
+  };
+  if (height < 1 || height > kMaxSide) return bad("height", height, "must be in [1, 16384]");
+  if (width < 1 || width > kMaxSide) return bad("width", width, "must be in [1, 16384]");
+  if (!(min_scale > 0 && min_scale <= 1)) return bad("min_scale", min_scale, "must be in (0, 1]");
+  if (!(max_scale >= min_scale && max_scale <= 1)) {
+    return bad("max_scale", max_scale, "must be in [min_scale, 1]");
+  }
+  if (!(min_ratio > 0 && std::isfinite(min_ratio))) {
+    return bad("min_ratio", min_ratio, "must be finite and > 0");
+  }
+  if (!(max_ratio >= min_ratio && std::isfinite(max_ratio))) {
+    return bad("max_ratio", max_ratio, "must be finite and >= min_ratio");
+  }
+  if (max_attempts < 1) return bad("max_attempts", max_attempts, "must be >= 1");
+  if (!(center_fraction > 0 && center_fraction <= 1)) {
+    return bad("center_fraction", center_fraction, "must be in (0, 1]");
+  }
+  if (!(flip_probability >= 0 && flip_probability <= 1)) {
+    return bad("flip_probability", flip_probability, "must be in [0, 1]");
+  }
+  for (int c = 0; c < 3; ++c) {
+    if (!std::isfinite(mean[c]))
+      return bad(absl::StrCat("mean[", c, "]"), mean[c], "must be finite");
+    if (!(std[c] > 0 && std::isfinite(std[c]))) {
+      return bad(absl::StrCat("std[", c, "]"), std[c], "must be finite and > 0");
+    }
+  }
+  if (max_pixels < 1) return bad("max_pixels", max_pixels, "must be >= 1");
+  return absl::OkStatus();
+}
+
+size_t ImageOptions::OutputBytes() const {
+  return static_cast<size_t>(height) * width * 3 * (dtype == PixelType::kFloat32 ? 4 : 1);
+}
+
+CropBox SampleCrop(int image_height, int image_width, uint64_t key, const ImageOptions& o) {
+  const int H = image_height, W = image_width;
+  switch (o.crop) {
+    case CropMode::kFull:
+      return {0, 0, W, H};
+    case CropMode::kCenter: {
+      const double aspect = static_cast<double>(o.width) / o.height;
+      double w = W, h = H;
+      if (static_cast<double>(W) / H > aspect) {
+        w = H * aspect;
+      } else {
+        h = W / aspect;
+      }
+      const int cw = std::clamp(RoundToInt(w * o.center_fraction), 1, W);
+      const int ch = std::clamp(RoundToInt(h * o.center_fraction), 1, H);
+      return {(W - cw) / 2, (H - ch) / 2, cw, ch};
+    }
+    case CropMode::kRandomResized:
+      break;
+  }
+  // torchvision.transforms.RandomResizedCrop.get_params, draw for draw.
+  SplitMix64 rng(Mix64(key ^ kCropSalt));
+  const double area = static_cast<double>(H) * W;
+  const double log_r0 = std::log(o.min_ratio), log_r1 = std::log(o.max_ratio);
+  for (int attempt = 0; attempt < o.max_attempts; ++attempt) {
+    const double target = area * (o.min_scale + (o.max_scale - o.min_scale) * rng.UniformDouble());
+    const double ratio = std::exp(log_r0 + (log_r1 - log_r0) * rng.UniformDouble());
+    const double wd = std::round(std::sqrt(target * ratio));
+    const double hd = std::round(std::sqrt(target / ratio));
+    if (wd > 0 && wd <= W && hd > 0 && hd <= H) {
+      const int w = static_cast<int>(wd), h = static_cast<int>(hd);
+      const int y = static_cast<int>(rng.Uniform(static_cast<uint64_t>(H - h) + 1));
+      const int x = static_cast<int>(rng.Uniform(static_cast<uint64_t>(W - w) + 1));
+      return {x, y, w, h};
+    }
+  }
+  // Fallback: a centred crop, clamped to the ratio range.
+  const double in_ratio = static_cast<double>(W) / H;
+  int w = W, h = H;
+  if (in_ratio < o.min_ratio) {
+    h = std::clamp(RoundToInt(W / o.min_ratio), 1, H);
+  } else if (in_ratio > o.max_ratio) {
+    w = std::clamp(RoundToInt(H * o.max_ratio), 1, W);
+  }
+  return {(W - w) / 2, (H - h) / 2, w, h};
+}
+
+bool SampleFlip(uint64_t key, const ImageOptions& o) {
+  if (o.flip_probability <= 0) return false;
+  if (o.flip_probability >= 1) return true;
+  SplitMix64 rng(Mix64(key ^ kFlipSalt));
+  return rng.UniformDouble() < o.flip_probability;
+}
+
+Result<std::unique_ptr<ImagePipeline>> ImagePipeline::Create(const ImageOptions& options) {
+  FW_RETURN_IF_ERROR(options.Validate());
+  tjhandle handle = tjInitDecompress();
+  if (handle == nullptr) {
+    return absl::InternalError(absl::StrCat("tjInitDecompress failed: ", tjGetErrorStr2(nullptr)));
+  }
+  return std::unique_ptr<ImagePipeline>(new ImagePipelineImpl(options, handle));
+}
+
+}  // namespace flywheel::loader
