@@ -19,6 +19,7 @@
 
 #include "arrays.h"
 #include "flywheel/loader/loader.h"
+#include "flywheel/loader/transforms/packing.h"
 #include "status.h"
 
 namespace flywheel::python {
@@ -101,6 +102,116 @@ py::dict StatsToPython(const LoaderStats& s) {
   d["consumer_wait_seconds"] = s.consumer_wait_seconds;
   d["idle_seconds"] = s.idle_seconds;
   d["readahead_batches"] = s.readahead_batches;
+  d["skipped_rows"] = s.skipped_rows;
+  d["transform_seconds"] = s.transform_seconds;
+  return d;
+}
+
+// ImageOptions from the dict flywheel.transforms.DecodeImage builds (keys as
+// there; unknown keys are a ValueError).
+loader::ImageOptions ImageOptionsFrom(const std::string& column, const py::dict& d) {
+  loader::ImageOptions o;
+  for (auto item : d) {
+    const std::string k = py::str(item.first);
+    py::handle v = item.second;
+    if (k == "height") o.height = v.cast<int>();
+    else if (k == "width") o.width = v.cast<int>();
+    else if (k == "crop") {
+      const std::string c = v.cast<std::string>();
+      if (c == "random_resized") o.crop = loader::CropMode::kRandomResized;
+      else if (c == "center") o.crop = loader::CropMode::kCenter;
+      else if (c == "full") o.crop = loader::CropMode::kFull;
+      else throw py::value_error("DecodeImage('" + column + "'): crop='" + c + "': expected 'random_resized', 'center' or 'full'");
+    } else if (k == "scale") {
+      auto t = v.cast<std::pair<double, double>>();
+      o.min_scale = t.first;
+      o.max_scale = t.second;
+    } else if (k == "ratio") {
+      auto t = v.cast<std::pair<double, double>>();
+      o.min_ratio = t.first;
+      o.max_ratio = t.second;
+    } else if (k == "max_attempts") o.max_attempts = v.cast<int>();
+    else if (k == "center_fraction") o.center_fraction = v.cast<double>();
+    else if (k == "flip") o.flip_probability = v.cast<double>();
+    else if (k == "layout") {
+      const std::string l = v.cast<std::string>();
+      if (l == "hwc") o.layout = loader::ImageLayout::kHWC;
+      else if (l == "chw") o.layout = loader::ImageLayout::kCHW;
+      else throw py::value_error("DecodeImage('" + column + "'): layout='" + l + "': expected 'hwc' or 'chw'");
+    } else if (k == "dtype") {
+      const std::string t = v.cast<std::string>();
+      if (t == "uint8") o.dtype = loader::PixelType::kUint8;
+      else if (t == "float32") o.dtype = loader::PixelType::kFloat32;
+      else throw py::value_error("DecodeImage('" + column + "'): dtype='" + t + "': expected 'uint8' or 'float32'");
+    } else if (k == "mean") o.mean = v.cast<std::array<float, 3>>();
+    else if (k == "std") o.std = v.cast<std::array<float, 3>>();
+    else if (k == "max_pixels") o.max_pixels = v.cast<int64_t>();
+    else if (k == "scaled_decode") o.scaled_decode = v.cast<bool>();
+    else if (k == "fast_dct") o.fast_dct = v.cast<bool>();
+    else if (k == "allow_warnings") o.allow_warnings = v.cast<bool>();
+    else throw py::value_error("DecodeImage('" + column + "'): unknown option '" + k + "'");
+  }
+  return o;
+}
+
+py::dict PackTokens(py::array_t<int64_t, py::array::c_style | py::array::forcecast> offsets,
+                    py::array_t<int32_t, py::array::c_style | py::array::forcecast> values, int64_t seq_len,
+                    bool split_documents, std::optional<int32_t> eos_token, int32_t pad_token,
+                    bool positions_continue) {
+  loader::PackingOptions o;
+  o.seq_len = seq_len;
+  o.split_documents = split_documents;
+  o.eos_token = eos_token;
+  o.pad_token = pad_token;
+  o.positions_continue_across_blocks = positions_continue;
+  std::span<const int64_t> off(offsets.data(), static_cast<size_t>(offsets.size()));
+  std::span<const int32_t> val(values.data(), static_cast<size_t>(values.size()));
+  Result<loader::PackedBlocks> r;
+  int64_t truncated = 0;
+  {
+    py::gil_scoped_release nogil;
+    // Through a packer (not PackDocuments) to report truncated tokens.
+    auto packer = loader::TokenPacker::Create(o);
+    if (!packer.ok()) {
+      r = packer.status();
+    } else {
+      Status s = (*packer)->Add(off, val);
+      if (!s.ok()) {
+        r = s;
+      } else {
+        (*packer)->Finish();
+        loader::PackedBlocks pb;
+        pb.seq_len = seq_len;
+        pb.num_blocks = (*packer)->ready();
+        const size_t cells = static_cast<size_t>(pb.num_blocks * seq_len);
+        pb.tokens.resize(cells);
+        pb.segment_ids.resize(cells);
+        pb.positions.resize(cells);
+        pb.mask.resize(cells);
+        pb.first_document.resize(static_cast<size_t>(pb.num_blocks));
+        (*packer)->Take(pb.num_blocks, loader::PackedBlocksView{pb.tokens.data(), pb.segment_ids.data(),
+                                                               pb.positions.data(), pb.mask.data(),
+                                                               pb.first_document.data()});
+        truncated = (*packer)->truncated_tokens();
+        r = std::move(pb);
+      }
+    }
+  }
+  loader::PackedBlocks pb = ValueOrThrow(std::move(r));
+  const py::ssize_t k = pb.num_blocks, L = pb.seq_len;
+  auto grid = [&](const auto& v, auto tag) {
+    using T = decltype(tag);
+    py::array_t<T> a({k, L});
+    if (!v.empty()) std::memcpy(a.mutable_data(), v.data(), v.size() * sizeof(T));
+    return a;
+  };
+  py::dict d;
+  d["tokens"] = grid(pb.tokens, int32_t{});
+  d["segment_ids"] = grid(pb.segment_ids, int32_t{});
+  d["positions"] = grid(pb.positions, int32_t{});
+  d["mask"] = grid(pb.mask, uint8_t{});
+  d["first_document"] = CopyVector(pb.first_document);
+  d["truncated_tokens"] = truncated;
   return d;
 }
 
@@ -110,7 +221,9 @@ std::unique_ptr<Loader> OpenLoader(const std::vector<std::tuple<std::string, std
                                    const std::string& shuffle_mode, int64_t block_rows, int64_t window_blocks,
                                    uint64_t seed, int64_t epoch, int rank, int world_size, bool drop_last,
                                    int num_threads, int64_t prefetch_bytes,
-                                   const std::vector<double>& mixture_weights, int64_t samples_per_epoch) {
+                                   const std::vector<double>& mixture_weights, int64_t samples_per_epoch,
+                                   const std::vector<std::pair<std::string, py::dict>>& images,
+                                   const std::string& on_error) {
   std::vector<TableRef> refs;
   for (const auto& [uri, version, tag] : tables) refs.push_back(TableRef{uri, version, tag});
   LoaderOptions o;
@@ -129,6 +242,12 @@ std::unique_ptr<Loader> OpenLoader(const std::vector<std::tuple<std::string, std
   o.prefetch_bytes = prefetch_bytes;
   o.mixture_weights = mixture_weights;
   o.samples_per_epoch = samples_per_epoch;
+  for (const auto& [column, options] : images) {
+    o.images.push_back(loader::ImageColumn{column, ImageOptionsFrom(column, options)});
+  }
+  if (on_error == "fail") o.on_error = loader::OnError::kFail;
+  else if (on_error == "skip") o.on_error = loader::OnError::kSkip;
+  else throw py::value_error("on_error='" + on_error + "': expected 'fail' or 'skip'");
   py::gil_scoped_release nogil;
   return ValueOrThrow(Loader::Open(refs, o));
 }
@@ -141,7 +260,7 @@ void RegisterLoader(py::module_& m) {
                   py::arg("shuffle"), py::arg("shuffle_mode"), py::arg("block_rows"), py::arg("window_blocks"),
                   py::arg("seed"), py::arg("epoch"), py::arg("rank"), py::arg("world_size"), py::arg("drop_last"),
                   py::arg("num_threads"), py::arg("prefetch_bytes"), py::arg("mixture_weights"),
-                  py::arg("samples_per_epoch"))
+                  py::arg("samples_per_epoch"), py::arg("images"), py::arg("on_error"))
       .def(
           "next",
           [](Loader& l, std::optional<double> timeout_s) -> py::object {
@@ -180,6 +299,8 @@ void RegisterLoader(py::module_& m) {
            })
       .def("batches_per_epoch", &Loader::batches_per_epoch)
       .def("epoch_size", &Loader::epoch_size);
+  m.def("pack_tokens", &PackTokens, py::arg("offsets"), py::arg("values"), py::arg("seq_len"),
+        py::arg("split_documents"), py::arg("eos_token"), py::arg("pad_token"), py::arg("positions_continue"));
 }
 
 }  // namespace flywheel::python

@@ -14,6 +14,7 @@ from ._core import CommitConflict
 from ._convert import ListArray
 from .table import Table
 from .loader import Loader  # deterministic, elastic, resumable batches (docs/loader.md)
+from . import transforms  # C++ transforms for the loader: DecodeImage, PackTokens (docs/transforms.md)
 from . import replay  # flywheel.replay: experience replay, in process and over gRPC (docs/replay.md)
 from . import envs  # flywheel.envs: parallel environments, EnvPool (docs/envs.md)
 

@@ -71,9 +71,17 @@ class Loader:
       prefetch_bytes: memory the read-ahead may use (batches + page cache).
       drop_last: end each epoch at its last full global batch; otherwise
         the tail is split between ranks (some may get short batches).
-      transforms: callables applied in order to each batch dict (already
-        batched arrays, after the C++ side), e.g. ``lambda b: {**b, "x":
-        b["x"] / 255}``; a dict ``{column: fn}`` applies ``fn`` to one column.
+      transforms: a list of C++ transforms and Python callables.
+        ``flywheel.transforms.DecodeImage(column, ...)`` decodes a JPEG
+        column on the loader's threads (whatever its place in the list);
+        callables are then applied in order to each batch dict of already
+        batched arrays, e.g. ``lambda b: {**b, "x": b["x"] / 255}`` or
+        ``flywheel.transforms.PackTokens("tokens", 2048)``; a dict
+        ``{column: fn}`` applies ``fn`` to one column.
+      on_error: "fail" (default: a row a transform cannot process, e.g. an
+        undecodable image, raises naming table, row and column) or "skip"
+        (the row is left out of its batch and counted in
+        ``stats()["skipped_rows"]``).
       mixture_weights: one weight per table (default: proportional to rows).
       samples_per_epoch: mixtures: positions per epoch (default: all rows).
       format: "numpy" (default) or "torch" (zero-copy ``torch.from_numpy``).
@@ -93,7 +101,7 @@ class Loader:
                  transforms: Optional[Union[Callable, Sequence[Callable], Mapping[str, Callable]]] = None,
                  mixture_weights: Optional[Sequence[float]] = None, samples_per_epoch: int = 0,
                  format: str = "numpy", shuffle_mode: str = "row", block_rows: int = 0, window_blocks: int = 16,
-                 timeout: Optional[float] = None, return_indices: bool = False):
+                 timeout: Optional[float] = None, return_indices: bool = False, on_error: str = "fail"):
         if isinstance(tables, (list, tuple)):
             refs = [_table_ref(t, version, tag) for t in tables]
         else:
@@ -109,11 +117,20 @@ class Loader:
         self._format = format
         self._timeout = timeout
         self._return_indices = return_indices
+        from .transforms import DecodeImage
+        if isinstance(transforms, (list, tuple)):
+            images = [t for t in transforms if isinstance(t, DecodeImage)]
+            transforms = [t for t in transforms if not isinstance(t, DecodeImage)]
+        elif isinstance(transforms, DecodeImage):
+            images, transforms = [transforms], None
+        else:
+            images = []
         self._transforms = self._normalize_transforms(transforms)
         try:
             self._core = self._open(refs, columns, batch_size, shuffle, shuffle_mode, block_rows, window_blocks, seed,
                                     epoch, rank, world_size, drop_last, num_threads, prefetch_bytes,
-                                    mixture_weights, samples_per_epoch)
+                                    mixture_weights, samples_per_epoch,
+                                    [(im.column, im.options) for im in images], str(on_error))
         except FileNotFoundError as e:
             if "has no column" in str(e):  # as flywheel.Table: an unknown column is a KeyError
                 raise KeyError(str(e)) from None
@@ -127,14 +144,15 @@ class Loader:
 
     @staticmethod
     def _open(refs, columns, batch_size, shuffle, shuffle_mode, block_rows, window_blocks, seed, epoch, rank,
-              world_size, drop_last, num_threads, prefetch_bytes, mixture_weights, samples_per_epoch):
+              world_size, drop_last, num_threads, prefetch_bytes, mixture_weights, samples_per_epoch, images,
+              on_error):
         return _core.Loader.open(
             tables=refs, columns=list(columns) if columns is not None else [], batch_size=int(batch_size),
             shuffle=bool(shuffle), shuffle_mode=str(shuffle_mode), block_rows=int(block_rows),
             window_blocks=int(window_blocks), seed=int(seed), epoch=int(epoch), rank=int(rank),
             world_size=int(world_size), drop_last=bool(drop_last), num_threads=int(num_threads),
             prefetch_bytes=int(prefetch_bytes), mixture_weights=[float(w) for w in (mixture_weights or [])],
-            samples_per_epoch=int(samples_per_epoch))
+            samples_per_epoch=int(samples_per_epoch), images=images, on_error=on_error)
 
     @staticmethod
     def _normalize_transforms(transforms) -> List[Callable[[Dict[str, Any]], Dict[str, Any]]]:
@@ -249,8 +267,9 @@ class Loader:
     # ---------------------------------------------------------------- stats
     def stats(self) -> Dict[str, Any]:
         """Where the time goes: the C++ counters (seconds summed over worker
-        threads: io, decode, assemble; consumer_wait: time Next waited for
-        a batch; idle: read-ahead full) plus ``wall_seconds`` since the first
+        threads: io, decode (compressed pages), transform (images),
+        assemble; consumer_wait: time Next waited for a batch; idle:
+        read-ahead full; skipped_rows: rows on_error="skip" left out) plus ``wall_seconds`` since the first
         batch and ``rows_per_second`` / ``bytes_per_second`` handed out."""
         s = dict(self._core.stats())
         wall = time.monotonic() - self._started if self._started is not None else 0.0

@@ -288,3 +288,100 @@ def test_training_example_resumes_model_and_loader(tmp_path):
     done = json.loads(second.stdout.strip().splitlines()[-1])
     assert done["done"] and done["step"] == 40  # 2 epochs x 20 batches, none repeated or skipped
     assert "accuracy" in second.stdout
+
+
+# ---------------------------------------------------------------- transforms
+
+def _jpeg(color, size=(48, 40)):
+    import io
+    from PIL import Image
+    buf = io.BytesIO()
+    Image.new("RGB", size, color).save(buf, format="JPEG", quality=95)
+    return buf.getvalue()
+
+
+@pytest.fixture
+def image_table(tmp_path):
+    pytest.importorskip("PIL")
+    colors = [(200, 30, 30), (30, 200, 30), (30, 30, 200)]
+    n = 30
+    jpegs = [_jpeg(colors[i % 3]) for i in range(n)]
+    jpegs[7] = b"definitely not a jpeg"
+    jpegs[22] = jpegs[22][: len(jpegs[22]) // 2]
+    t = flywheel.Table.create(str(tmp_path / "img"), {"jpeg": "binary", "label": "int64"})
+    t.append({"jpeg": jpegs, "label": np.arange(n) % 3})
+    return t.path, colors
+
+
+def test_decode_image_yields_decoded_batches_deterministically(image_table):
+    from flywheel.transforms import DecodeImage
+    path, colors = image_table
+    kw = dict(batch_size=8, seed=1, on_error="skip", return_indices=True,
+              transforms=[DecodeImage("jpeg", 16, 24, crop="center", flip=0.0)])
+    loader = flywheel.Loader(path, **kw)
+    assert loader.schema["jpeg"] == "uint8[16,24,3]"
+    rows, pixels = [], []
+    for b in loader:
+        assert b["jpeg"].dtype == np.uint8 and b["jpeg"].shape == (len(b["label"]), 16, 24, 3)
+        for img, label, idx in zip(b["jpeg"], b["label"], b["__index__"]):
+            assert np.abs(img.reshape(-1, 3).mean(0) - colors[label]).max() < 6, (idx, img.reshape(-1, 3).mean(0))
+        rows.extend(int(i) for i in b["__index__"])
+        pixels.append(b["jpeg"].copy())
+    assert sorted(rows) == [i for i in range(30) if i not in (7, 22)]
+    assert loader.stats()["skipped_rows"] == 2
+    again = flywheel.Loader(path, num_threads=1, **kw)
+    np.testing.assert_array_equal(np.concatenate([b["jpeg"] for b in again]), np.concatenate(pixels))
+
+
+def test_decode_image_random_crops_float_chw_and_errors(image_table):
+    from flywheel.transforms import DecodeImage
+    path, _ = image_table
+    mean, std = (0.5, 0.5, 0.5), (0.25, 0.25, 0.25)
+    loader = flywheel.Loader(path, batch_size=4, seed=0, on_error="skip",
+                             transforms=[DecodeImage("jpeg", 8, dtype="float32", layout="chw", mean=mean, std=std)])
+    b = loader.next()
+    assert b["jpeg"].dtype == np.float32 and b["jpeg"].shape == (len(b["label"]), 3, 8, 8)
+    assert b["jpeg"].min() >= (0 - 0.5) / 0.25 - 1e-5 and b["jpeg"].max() <= (1 - 0.5) / 0.25 + 1e-5
+    failing = flywheel.Loader(path, batch_size=30, seed=0, transforms=[DecodeImage("jpeg", 8)])
+    with pytest.raises(Exception, match=r"row (7|22) column 'jpeg'"):
+        failing.next()
+    with pytest.raises(ValueError, match="binary"):
+        flywheel.Loader(path, batch_size=4, transforms=[DecodeImage("label", 8)])
+    with pytest.raises(ValueError, match="crop"):
+        flywheel.Loader(path, batch_size=4, transforms=[DecodeImage("jpeg", 8, crop="diagonal")])
+    with pytest.raises(ValueError, match="on_error"):
+        flywheel.Loader(path, batch_size=4, on_error="ignore")
+
+
+def test_pack_tokens_keeps_every_token_once(tmp_path):
+    from flywheel.transforms import PackTokens, pack_tokens
+    rng = np.random.default_rng(0)
+    docs = [rng.integers(1, 1000, rng.integers(1, 40)).astype(np.int32) for _ in range(300)]
+    t = flywheel.Table.create(str(tmp_path / "tok"), {"tokens": "list<int32>"})
+    t.append({"tokens": flywheel.ListArray(np.concatenate([[0], np.cumsum([len(d) for d in docs])]).astype(np.int64),
+                                           np.concatenate(docs))})
+    pack = PackTokens("tokens", seq_len=16, eos_token=0)
+    loader = flywheel.Loader(t.path, batch_size=32, seed=2, return_indices=True, transforms=[pack])
+    got, want = [], []
+    for b in loader:
+        assert b["tokens"].shape[1] == 16 and b["tokens"].dtype == np.int32
+        got.append(b["tokens"][b["mask"] == 1])
+        # position ids restart at each document: position 0 exactly where a segment starts
+        starts = np.zeros_like(b["mask"], dtype=bool)
+        starts[:, 0] = b["mask"][:, 0] == 1
+        starts[:, 1:] = (b["segment_ids"][:, 1:] != b["segment_ids"][:, :-1]) & (b["mask"][:, 1:] == 1)
+        assert ((b["positions"] == 0) == starts | (b["mask"] == 0)).all()
+        assert len(b["document_rows"]) == len(b["tokens"])
+    order = epoch_rows_of(t.path)
+    for i in order:
+        want.append(np.append(docs[i], 0))
+    np.testing.assert_array_equal(np.concatenate(got), np.concatenate(want))
+    direct = pack_tokens([0, 3, 5], np.array([1, 2, 3, 4, 5], np.int32), 4)
+    np.testing.assert_array_equal(direct["tokens"], [[1, 2, 3, 4], [5, 0, 0, 0]])
+    np.testing.assert_array_equal(direct["segment_ids"], [[1, 1, 1, 2], [1, 0, 0, 0]])
+    np.testing.assert_array_equal(direct["positions"], [[0, 1, 2, 0], [0, 0, 0, 0]])
+
+
+def epoch_rows_of(path):
+    return [int(i) for b in flywheel.Loader(path, batch_size=32, seed=2, return_indices=True, columns=["tokens"])
+            for i in b["__index__"]]

@@ -56,6 +56,22 @@ Status LoaderOptions::Validate() const {
     return absl::InvalidArgumentError(
         absl::StrCat("loader options: samples_per_epoch must be >= 0, got ", samples_per_epoch));
   }
+  if (on_error != OnError::kFail && on_error != OnError::kSkip) {
+    return absl::InvalidArgumentError("loader options: unknown on_error");
+  }
+  for (size_t i = 0; i < images.size(); ++i) {
+    if (images[i].column.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat("loader options: images[", i, "] has no column name"));
+    }
+    for (size_t j = 0; j < i; ++j) {
+      if (images[j].column == images[i].column) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("loader options: images: column '", images[i].column, "' is listed twice"));
+      }
+    }
+    FW_RETURN_IF_ERROR_CTX(images[i].options.Validate(), "loader options: images column '",
+                           images[i].column, "'");
+  }
   for (size_t i = 0; i < columns.size(); ++i) {
     for (size_t j = 0; j < i; ++j) {
       if (columns[i] == columns[j]) {
@@ -107,6 +123,8 @@ struct Slot {
   std::vector<AlignedBuffer> values;
   std::vector<AlignedBuffer> offsets;
   std::vector<AlignedBuffer> validity;
+  std::vector<AlignedBuffer> images;  // transformed image columns
+  int64_t skipped = 0;                // rows OnError::kSkip left out of `batch`
 };
 
 // Free slots, shared with the deleters of batches handed out so those may
@@ -128,6 +146,7 @@ class SlotPool : public std::enable_shared_from_this<SlotPool> {
       s->values = std::vector<AlignedBuffer>(num_columns_);
       s->offsets = std::vector<AlignedBuffer>(num_columns_);
       s->validity = std::vector<AlignedBuffer>(num_columns_);
+      s->images = std::vector<AlignedBuffer>(num_columns_);
     }
     std::weak_ptr<SlotPool> weak = weak_from_this();
     return std::shared_ptr<Slot>(s.release(), [weak](Slot* p) {
@@ -173,7 +192,81 @@ struct OutColumn {
   bool nullable = false;
   size_t width = 0;      // fixed-width bytes per row; 0 for variable-length
   size_t elem_size = 1;  // variable-length: bytes per element of values
+  // An image column (index into LoaderOptions::images), or -1: gathered as
+  // `type` (binary), handed out as `out_type` (out_width bytes per row).
+  int image = -1;
+  DataType out_type;
+  size_t out_width = 0;
 };
+
+// The key of a row's random transforms: a pure function of where the row is
+// in the data, not of when or by whom it is read.
+uint64_t RowKey(uint64_t seed, int64_t epoch, int32_t table, int64_t index) {
+  auto mix = [](uint64_t z) {
+    z += 0x9e3779b97f4a7c15ULL;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+  };
+  return mix(mix(mix(seed) ^ static_cast<uint64_t>(epoch)) ^ (static_cast<uint64_t>(table) << 48) ^
+             static_cast<uint64_t>(index));
+}
+
+// Leaves the rows with drop[i] != 0 out of `b`, in place.
+void DropRows(Batch& b, const std::vector<uint8_t>& drop) {
+  std::vector<int64_t> keep;
+  for (int64_t i = 0; i < b.num_rows; ++i) {
+    if (!drop[i]) keep.push_back(i);
+  }
+  const int64_t m = static_cast<int64_t>(keep.size());
+  // Every move below reads row keep[j] >= j and writes row j, in ascending
+  // j, so nothing is overwritten before it is read. The buffers are the
+  // slot's own (Batch hands them out const).
+  for (BatchColumn& bc : b.columns) {
+    auto* vals = const_cast<uint8_t*>(bc.values);
+    if (bc.offsets == nullptr) {
+      const size_t w = bc.type.fixed_width();
+      for (int64_t j = 0; j < m; ++j) {
+        if (keep[j] != j) std::memmove(vals + j * w, vals + keep[j] * w, w);
+      }
+      bc.values_size = static_cast<size_t>(m) * w;
+    } else {
+      auto* off = const_cast<int64_t*>(bc.offsets);
+      const size_t es = bc.type.id == format::TypeId::kList ? format::ScalarSize(bc.type.elem) : 1;
+      int64_t out = 0;
+      for (int64_t j = 0; j < m; ++j) {
+        const int64_t i = keep[j], begin = off[i], len = off[i + 1] - off[i];
+        if (len > 0 && begin != out) std::memmove(vals + out * es, vals + begin * es, len * es);
+        off[j] = out;
+        out += len;
+      }
+      off[m] = out;
+      bc.values_size = static_cast<size_t>(out) * es;
+    }
+    if (bc.validity != nullptr) {
+      auto* v = const_cast<uint8_t*>(bc.validity);
+      int64_t nulls = 0;
+      for (int64_t j = 0; j < m; ++j) {
+        const bool valid = (v[keep[j] >> 3] >> (keep[j] & 7)) & 1;
+        if (valid) {
+          v[j >> 3] |= static_cast<uint8_t>(1u << (j & 7));
+        } else {
+          v[j >> 3] &= static_cast<uint8_t>(~(1u << (j & 7)));
+          ++nulls;
+        }
+      }
+      bc.null_count = nulls;
+      if (nulls == 0) bc.validity = nullptr;
+    }
+  }
+  for (int64_t j = 0; j < m; ++j) {
+    b.indices[j] = b.indices[keep[j]];
+    b.tables[j] = b.tables[keep[j]];
+  }
+  b.indices.resize(m);
+  b.tables.resize(m);
+  b.num_rows = m;
+}
 
 class LoaderImpl final : public Loader {
  public:
@@ -209,6 +302,11 @@ class LoaderImpl final : public Loader {
   Status Gather(int c, const std::vector<int64_t>& sorted, const std::vector<int32_t>& tbl,
                 const std::vector<table::RowAddress>& addr, Slot* slot);
   Result<const table::ColumnSource*> Source(int t, int fragment, int c);
+  // Decodes the batch's image columns in place of their bytes (and drops
+  // failed rows under OnError::kSkip).
+  Status TransformImages(const Ticket& t, Slot* slot);
+  Result<std::unique_ptr<ImagePipeline>> AcquirePipeline(int image);
+  void ReleasePipeline(int image, std::unique_ptr<ImagePipeline> p);
   bool Stale(const Ticket& t) const {
     return cancelled_.load(std::memory_order_acquire) ||
            t.generation != generation_.load(std::memory_order_acquire);
@@ -238,6 +336,10 @@ class LoaderImpl final : public Loader {
   std::atomic<bool> cancelled_{false};
   std::atomic<uint64_t> generation_{0};
   std::atomic<int64_t> assemble_nanos_{0};
+  std::atomic<int64_t> transform_nanos_{0};
+  // Idle image pipelines (TurboJPEG handles + scratch) per images entry.
+  absl::Mutex pipes_mu_;
+  std::vector<std::vector<std::unique_ptr<ImagePipeline>>> pipes_ ABSL_GUARDED_BY(pipes_mu_);
 
   mutable absl::Mutex mu_;
   Cursor consumer_ ABSL_GUARDED_BY(mu_);         // after the batches handed out
@@ -318,6 +420,35 @@ Result<std::unique_ptr<Loader>> LoaderImpl::Make(
     l->out_.push_back(std::move(oc));
   }
 
+  // Image columns: gathered as bytes, handed out decoded.
+  for (size_t k = 0; k < options.images.size(); ++k) {
+    const ImageColumn& ic = options.images[k];
+    size_t c = 0;
+    while (c < l->out_.size() && l->out_[c].name != ic.column) ++c;
+    if (c == l->out_.size()) {
+      return absl::InvalidArgumentError(absl::StrCat("loader options: images: column '", ic.column,
+                                                     "' is not one of the columns loaded"));
+    }
+    OutColumn& oc = l->out_[c];
+    if (oc.type.id != format::TypeId::kBinary) {
+      return absl::InvalidArgumentError(absl::StrCat("loader options: images: column '", ic.column, "' is ",
+                                                     oc.type.ToString(),
+                                                     "; images are decoded from binary columns of JPEG bytes"));
+    }
+    const auto& io = ic.options;
+    const format::TypeId px = io.dtype == PixelType::kFloat32 ? format::TypeId::kFloat32 : format::TypeId::kUInt8;
+    oc.image = static_cast<int>(k);
+    oc.out_type = io.layout == ImageLayout::kCHW ? DataType::Tensor(px, {3, io.height, io.width})
+                                                 : DataType::Tensor(px, {io.height, io.width, 3});
+    oc.out_width = io.OutputBytes();
+    l->schema_.fields[c].type = oc.out_type;
+    l->schema_.fields[c].nullable = false;
+  }
+  {
+    absl::MutexLock lock(&l->pipes_mu_);
+    l->pipes_.resize(options.images.size());
+  }
+
   // Orders (block size resolved per table), mixture, epoch size.
   for (size_t t = 0; t < l->tables_.size(); ++t) {
     const auto& tb = *l->tables_[t];
@@ -366,6 +497,7 @@ Result<std::unique_ptr<Loader>> LoaderImpl::Make(
   // Memory: half of the budget for batches filled ahead, half for pages.
   int64_t slot_bytes = 0;
   for (const auto& oc : l->out_) {
+    slot_bytes += static_cast<int64_t>(oc.out_width) * options.batch_size;
     if (oc.width) {
       slot_bytes += static_cast<int64_t>(oc.width) * options.batch_size;
     } else {
@@ -552,6 +684,87 @@ Status LoaderImpl::Fill(const Ticket& t, Slot* slot) {
     if (Stale(t)) return absl::CancelledError("superseded");
     FW_RETURN_IF_ERROR(Gather(static_cast<int>(c), sorted, b.tables, addr, slot));
   }
+  slot->skipped = 0;
+  if (!options_.images.empty()) {
+    if (Stale(t)) return absl::CancelledError("superseded");
+    const auto t0 = std::chrono::steady_clock::now();
+    Status s = TransformImages(t, slot);
+    transform_nanos_.fetch_add(NanosSince(t0), std::memory_order_relaxed);
+    FW_RETURN_IF_ERROR(s);
+  }
+  return absl::OkStatus();
+}
+
+Result<std::unique_ptr<ImagePipeline>> LoaderImpl::AcquirePipeline(int image) {
+  {
+    absl::MutexLock lock(&pipes_mu_);
+    auto& free = pipes_[image];
+    if (!free.empty()) {
+      auto p = std::move(free.back());
+      free.pop_back();
+      return p;
+    }
+  }
+  return ImagePipeline::Create(options_.images[image].options);
+}
+
+void LoaderImpl::ReleasePipeline(int image, std::unique_ptr<ImagePipeline> p) {
+  absl::MutexLock lock(&pipes_mu_);
+  pipes_[image].push_back(std::move(p));
+}
+
+Status LoaderImpl::TransformImages(const Ticket& t, Slot* slot) {
+  Batch& b = slot->batch;
+  const int64_t n = b.num_rows;
+  std::vector<uint8_t> drop;
+  for (size_t c = 0; c < out_.size(); ++c) {
+    const OutColumn& oc = out_[c];
+    if (oc.image < 0) continue;
+    BatchColumn& bc = b.columns[c];
+    FW_ASSIGN_OR_RETURN(std::unique_ptr<ImagePipeline> pipe, AcquirePipeline(oc.image));
+    const size_t w = oc.out_width;
+    uint8_t* out = slot->images[c].Reserve(std::max<size_t>(1, static_cast<size_t>(n) * w));
+    Status failed;
+    for (int64_t i = 0; i < n && failed.ok(); ++i) {
+      if (!drop.empty() && drop[i]) continue;
+      const bool valid = bc.validity == nullptr || ((bc.validity[i >> 3] >> (i & 7)) & 1);
+      Status s;
+      if (!valid) {
+        s = absl::InvalidArgumentError("the image is null");
+      } else {
+        const auto begin = static_cast<size_t>(bc.offsets[i]);
+        const auto len = static_cast<size_t>(bc.offsets[i + 1] - bc.offsets[i]);
+        s = pipe->Run(std::span<const uint8_t>(bc.values + begin, len),
+                      RowKey(options_.seed, t.at.epoch, b.tables[i], b.indices[i]),
+                      std::span<uint8_t>(out + static_cast<size_t>(i) * w, w));
+      }
+      if (s.ok()) continue;
+      if (options_.on_error == OnError::kSkip) {
+        if (drop.empty()) drop.assign(static_cast<size_t>(n), 0);
+        drop[i] = 1;
+        std::memset(out + static_cast<size_t>(i) * w, 0, w);
+        continue;
+      }
+      const auto& tab = *tables_[b.tables[i]];
+      failed = Status(s.code(), absl::StrCat("table ", tab.uri(), " version ", tab.version(), " row ",
+                                             b.indices[i], " column '", oc.name, "': ", s.message(),
+                                             " (on_error=skip leaves such rows out)"));
+    }
+    ReleasePipeline(oc.image, std::move(pipe));
+    FW_RETURN_IF_ERROR(failed);
+    bc.type = oc.out_type;
+    bc.nullable = false;
+    bc.values = out;
+    bc.values_size = static_cast<size_t>(n) * w;
+    bc.offsets = nullptr;
+    bc.validity = nullptr;
+    bc.null_count = 0;
+  }
+  if (!drop.empty()) {
+    const int64_t before = b.num_rows;
+    DropRows(b, drop);
+    slot->skipped = before - b.num_rows;
+  }
   return absl::OkStatus();
 }
 
@@ -682,6 +895,7 @@ Result<std::shared_ptr<const Batch>> LoaderImpl::Next(absl::Duration timeout) {
   if (t->end_of_epoch) return std::shared_ptr<const Batch>();
   stats_.batches++;
   stats_.rows += t->slot->batch.num_rows;
+  stats_.skipped_rows += t->slot->skipped;
   for (const auto& c : t->slot->batch.columns) stats_.bytes += static_cast<int64_t>(c.values_size);
   const Batch* b = &t->slot->batch;
   return std::shared_ptr<const Batch>(std::move(t->slot), b);
@@ -751,7 +965,8 @@ LoaderStats LoaderImpl::stats() const {
   s.io_seconds = static_cast<double>(p.io_nanos) * 1e-9;
   s.decode_seconds = static_cast<double>(p.decode_nanos) * 1e-9;
   const double fill = static_cast<double>(assemble_nanos_.load(std::memory_order_relaxed)) * 1e-9;
-  s.assemble_seconds = std::max(0.0, fill - s.io_seconds - s.decode_seconds);
+  s.transform_seconds = static_cast<double>(transform_nanos_.load(std::memory_order_relaxed)) * 1e-9;
+  s.assemble_seconds = std::max(0.0, fill - s.io_seconds - s.decode_seconds - s.transform_seconds);
   return s;
 }
 

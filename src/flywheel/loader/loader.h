@@ -29,6 +29,7 @@
 #include "flywheel/io/file_system.h"
 #include "flywheel/loader/order.h"
 #include "flywheel/loader/state.h"
+#include "flywheel/loader/transforms/image.h"
 #include "flywheel/table/table.h"
 
 namespace flywheel::loader {
@@ -39,6 +40,28 @@ struct TableRef {
   std::string uri;
   std::optional<int64_t> version;
   std::optional<std::string> tag;
+};
+
+// A column of encoded JPEG bytes (binary) that the workers decode and
+// transform (transforms/image.h) while they fill a batch: in batches it is a
+// fixed-width image column, uint8 or float32, [height, width, 3] (kHWC) or
+// [3, height, width] (kCHW). Row i's crop and flip are keyed by (seed,
+// epoch, table, live index), so they do not depend on the thread count, the
+// world size or where the loader resumed.
+struct ImageColumn {
+  std::string column;
+  ImageOptions options;
+};
+
+// What a row that a transform cannot process (an undecodable image, a null
+// image) does to its batch.
+enum class OnError : uint8_t {
+  // Next returns the error (DataLoss / InvalidArgument) naming the table,
+  // version, row and column; the position stays, as for a corrupt page.
+  kFail = 0,
+  // The row is left out of its batch (which is then shorter) and counted in
+  // LoaderStats::skipped_rows; the epoch's accounting is unchanged.
+  kSkip = 1,
 };
 
 struct LoaderOptions {
@@ -78,6 +101,10 @@ struct LoaderOptions {
   // Several tables: mixture positions per epoch; 0 (default) = the sum of the
   // tables' live rows. Must be 0 for one table.
   int64_t samples_per_epoch = 0;
+  // Binary columns decoded as JPEG images (each must be one of `columns`).
+  std::vector<ImageColumn> images;
+  // Rows a transform fails on.
+  OnError on_error = OnError::kFail;
 
   Status Validate() const;
 };
@@ -119,6 +146,8 @@ struct Batch {
 struct LoaderStats {
   int64_t batches = 0;  // handed to the consumer
   int64_t rows = 0;
+  int64_t skipped_rows = 0;        // left out by OnError::kSkip
+  double transform_seconds = 0;    // decoding and transforming images
   int64_t bytes = 0;          // bytes of column data handed out
   int64_t pages_fetched = 0;  // pages decoded
   int64_t page_cache_hits = 0;

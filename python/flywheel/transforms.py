@@ -1,0 +1,143 @@
+"""Transforms that run in C++ for flywheel.Loader (docs/transforms.md).
+
+``DecodeImage`` decodes a binary column of JPEG bytes on the loader's worker
+threads while they fill a batch (libjpeg-turbo, scaled decoding, then
+random-resized-crop, flip, resize, optional float normalisation, written
+straight into the batch buffer). Each row's crop and flip are a pure function
+of (seed, epoch, table, row), so they are the same for any thread count,
+world size or resume point::
+
+    loader = flywheel.Loader("data/imagenet", batch_size=256, num_threads=2,
+                             transforms=[DecodeImage("jpeg", 224, 224, dtype="float32",
+                                                     layout="chw", mean=IMAGENET_MEAN,
+                                                     std=IMAGENET_STD)],
+                             on_error="skip")   # undecodable rows left out, counted
+
+``PackTokens`` packs a ``list<int32>`` column of token lists into fixed
+``seq_len`` blocks (C++; the GIL is released). It runs on each batch: the
+batch's documents are packed into ``ceil(tokens / seq_len)`` blocks, so no
+token is lost or duplicated and the loader's state stays exact (the last
+block of each batch is padded; larger batches pad less)::
+
+    loader = flywheel.Loader("data/corpus", batch_size=64, columns=["tokens"],
+                             transforms=[PackTokens("tokens", seq_len=2048, eos_token=2)])
+    batch = loader.next()   # {"tokens": int32[k, 2048], "segment_ids", "positions", "mask", ...}
+
+``pack_tokens(offsets, values, seq_len, ...)`` is the same packing on plain
+arrays.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Dict, Optional, Sequence, Tuple
+
+import numpy as np
+
+from . import _core
+
+__all__ = ["DecodeImage", "PackTokens", "pack_tokens", "IMAGENET_MEAN", "IMAGENET_STD"]
+
+IMAGENET_MEAN = (0.485, 0.456, 0.406)
+IMAGENET_STD = (0.229, 0.224, 0.225)
+
+
+class DecodeImage:
+    """Decode the JPEG bytes of ``column`` into ``height`` x ``width`` RGB images.
+
+    Args:
+      crop: "random_resized" (torchvision's RandomResizedCrop: area fraction in
+        ``scale``, aspect ratio log-uniform in ``ratio``, ``max_attempts``
+        tries, then a centre crop), "center" (the centred box of
+        ``center_fraction`` of the shorter side, for evaluation) or "full"
+        (the whole image, resized).
+      flip: probability of a horizontal flip (0 for evaluation).
+      dtype: "uint8" (0-255) or "float32" ((x / 255 - mean) / std per channel).
+      layout: "hwc" ([H, W, 3]) or "chw" ([3, H, W]).
+      max_pixels: images whose header declares more pixels are refused.
+      scaled_decode: let libjpeg-turbo decode at 1/8..1/2 scale when the crop
+        allows (much faster for small outputs; default True).
+      allow_warnings: accept images libjpeg warns about (e.g. truncated data,
+        missing rows grey) instead of failing them.
+    """
+
+    def __init__(self, column: str, height: int = 224, width: Optional[int] = None, *,
+                 crop: str = "random_resized", scale: Tuple[float, float] = (0.08, 1.0),
+                 ratio: Tuple[float, float] = (3 / 4, 4 / 3), max_attempts: int = 10,
+                 center_fraction: float = 0.875, flip: float = 0.5, dtype: str = "uint8",
+                 layout: str = "hwc", mean: Sequence[float] = (0.0, 0.0, 0.0),
+                 std: Sequence[float] = (1.0, 1.0, 1.0), max_pixels: int = 1 << 28,
+                 scaled_decode: bool = True, fast_dct: bool = False, allow_warnings: bool = False):
+        if not isinstance(column, str) or not column:
+            raise TypeError("DecodeImage: column must be a column name")
+        self.column = column
+        self.options: Dict[str, Any] = {
+            "height": int(height), "width": int(width if width is not None else height), "crop": crop,
+            "scale": (float(scale[0]), float(scale[1])), "ratio": (float(ratio[0]), float(ratio[1])),
+            "max_attempts": int(max_attempts), "center_fraction": float(center_fraction), "flip": float(flip),
+            "layout": layout, "dtype": dtype, "mean": tuple(float(m) for m in mean),
+            "std": tuple(float(s) for s in std), "max_pixels": int(max_pixels),
+            "scaled_decode": bool(scaled_decode), "fast_dct": bool(fast_dct),
+            "allow_warnings": bool(allow_warnings),
+        }
+        if len(self.options["mean"]) != 3 or len(self.options["std"]) != 3:
+            raise ValueError("DecodeImage: mean and std need 3 values (R, G, B)")
+
+    def __repr__(self) -> str:
+        o = self.options
+        return f"DecodeImage({self.column!r}, {o['height']}, {o['width']}, crop={o['crop']!r}, dtype={o['dtype']!r})"
+
+
+def pack_tokens(offsets: np.ndarray, values: np.ndarray, seq_len: int, *, eos_token: Optional[int] = None,
+                pad_token: int = 0, split_documents: bool = True,
+                positions_continue: bool = False) -> Dict[str, Any]:
+    """Pack documents ``values[offsets[i]:offsets[i+1]]`` into ``seq_len`` blocks.
+
+    Returns ``tokens``, ``segment_ids`` (1, 2, ... per document piece in a
+    block, 0 = padding), ``positions`` (restart at every document and block
+    start unless ``positions_continue``) and ``mask`` (1 = real token), each
+    ``[num_blocks, seq_len]``; ``first_document`` (``[num_blocks]``, the
+    document each block starts in) and ``truncated_tokens`` (tokens dropped
+    with ``split_documents=False``). Semantics: docs/transforms.md, "Packing".
+    """
+    return _core.pack_tokens(np.asarray(offsets, dtype=np.int64), np.asarray(values, dtype=np.int32),
+                             int(seq_len), bool(split_documents), eos_token, int(pad_token),
+                             bool(positions_continue))
+
+
+class PackTokens:
+    """Batch transform: pack the ``list<int32>`` column ``column`` of each batch
+    into ``seq_len`` blocks. The batch becomes the packed arrays (see
+    :func:`pack_tokens`) plus ``"document_rows"``: for each block, the table
+    row index of the document it starts in (when the loader returns indices)."""
+
+    def __init__(self, column: str, seq_len: int, *, eos_token: Optional[int] = None, pad_token: int = 0,
+                 split_documents: bool = True, positions_continue: bool = False):
+        self.column = column
+        self.seq_len = int(seq_len)
+        self.kw = dict(eos_token=eos_token, pad_token=pad_token, split_documents=split_documents,
+                       positions_continue=positions_continue)
+        self.truncated_tokens = 0
+
+    def __call__(self, batch: Dict[str, Any]) -> Dict[str, Any]:
+        if self.column not in batch:
+            raise KeyError(f"PackTokens: the batch has no column {self.column!r} (columns: {sorted(batch)})")
+        col = batch[self.column]
+        if not (isinstance(col, tuple) and len(col) == 2):
+            raise TypeError(f"PackTokens: column {self.column!r} must be a list<int> column "
+                            f"(got {type(col).__name__})")
+        offsets, values = col
+        if values.dtype.kind not in "iu":
+            raise TypeError(f"PackTokens: column {self.column!r} holds {values.dtype}, need integer tokens")
+        if values.dtype != np.int32:
+            if values.size and (values.min() < -2**31 or values.max() >= 2**31):
+                raise ValueError(f"PackTokens: column {self.column!r} has tokens outside int32")
+            values = values.astype(np.int32)
+        out = pack_tokens(offsets, values, self.seq_len, **self.kw)
+        self.truncated_tokens += out.pop("truncated_tokens")
+        if "__index__" in batch:
+            out["document_rows"] = np.asarray(batch["__index__"])[out["first_document"]] \
+                if len(out["first_document"]) else np.zeros(0, np.int64)
+        return out
+
+    def __repr__(self) -> str:
+        return f"PackTokens({self.column!r}, seq_len={self.seq_len})"
