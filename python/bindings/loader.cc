@@ -95,6 +95,7 @@ py::dict StatsToPython(const LoaderStats& s) {
   d["bytes"] = s.bytes;
   d["pages_fetched"] = s.pages_fetched;
   d["page_cache_hits"] = s.page_cache_hits;
+  d["page_views"] = s.page_views;
   d["page_bytes_fetched"] = s.page_bytes_fetched;
   d["io_seconds"] = s.io_seconds;
   d["decode_seconds"] = s.decode_seconds;

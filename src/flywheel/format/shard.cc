@@ -514,6 +514,8 @@ Status ShardReader::CheckPage(int column, int page, const uint8_t* body, uint64_
   return absl::OkStatus();
 }
 
+bool ShardReader::mapped() const { return file_->mapped_data() != nullptr; }
+
 Result<Column> ShardReader::ReadPage(int column, int page) const {
   if (column < 0 || column >= schema_.num_fields() || page < 0 ||
       page >= static_cast<int>(pages_[column].size())) {

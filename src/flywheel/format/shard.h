@@ -106,6 +106,9 @@ class ShardReader {
   int FindPage(int column, int64_t row) const;
   // The whole decoded page; zero-copy for uncompressed mapped pages.
   Result<Column> ReadPage(int column, int page) const;
+  // True when the file is memory-mapped: ReadPage of an uncompressed page
+  // is then a view (no copy, checksum verified on first use only).
+  bool mapped() const;
   // Rows [start, start+length) of a column; zero-copy when they lie in one
   // uncompressed mapped page.
   Result<Column> Read(int column, int64_t start, int64_t length) const;

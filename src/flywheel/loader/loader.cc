@@ -961,6 +961,7 @@ LoaderStats LoaderImpl::stats() const {
   const PageSourceStats p = pages_->stats();
   s.pages_fetched = p.fetched;
   s.page_cache_hits = p.hits;
+  s.page_views = p.views;
   s.page_bytes_fetched = p.bytes_fetched;
   s.io_seconds = static_cast<double>(p.io_nanos) * 1e-9;
   s.decode_seconds = static_cast<double>(p.decode_nanos) * 1e-9;

@@ -151,6 +151,7 @@ struct LoaderStats {
   int64_t bytes = 0;          // bytes of column data handed out
   int64_t pages_fetched = 0;  // pages decoded
   int64_t page_cache_hits = 0;
+  int64_t page_views = 0;          // uncompressed pages of mapped shards, read in place
   int64_t page_bytes_fetched = 0;  // uncompressed bytes of pages decoded
   double io_seconds = 0;           // fetching uncompressed pages (map/read, checksum)
   double decode_seconds = 0;       // fetching compressed pages (read, decompress, checksum)

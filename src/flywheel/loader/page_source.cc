@@ -36,6 +36,18 @@ class CachingPageSource final : public PageSource {
 
   Result<format::Column> Page(const format::ShardReader& reader, int column, int page) override {
     const Key key{&reader, column, page};
+    const auto& info = reader.pages(column)[page];
+    if (info.codec == format::Codec::kNone && reader.mapped()) {
+      // A view into the mapped file: nothing to cache, and no lock to take
+      // (row shuffles touch a new page for nearly every row).
+      const auto t0 = std::chrono::steady_clock::now();
+      FW_ASSIGN_OR_RETURN(format::Column col, reader.ReadPage(column, page));
+      io_nanos_.fetch_add(
+          std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count(),
+          std::memory_order_relaxed);
+      views_.fetch_add(1, std::memory_order_relaxed);
+      return col;
+    }
     if (capacity_ > 0) {
       absl::MutexLock lock(&mu_);
       auto it = index_.find(key);
@@ -52,7 +64,6 @@ class CachingPageSource final : public PageSource {
     const int64_t nanos =
         std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0)
             .count();
-    const auto& info = reader.pages(column)[page];
     const int64_t bytes = static_cast<int64_t>(info.uncompressed_size());
     (info.codec == format::Codec::kNone ? io_nanos_ : decode_nanos_)
         .fetch_add(nanos, std::memory_order_relaxed);
@@ -81,6 +92,7 @@ class CachingPageSource final : public PageSource {
     s.bytes_fetched = bytes_fetched_.load(std::memory_order_relaxed);
     s.io_nanos = io_nanos_.load(std::memory_order_relaxed);
     s.decode_nanos = decode_nanos_.load(std::memory_order_relaxed);
+    s.views = views_.load(std::memory_order_relaxed);
     return s;
   }
 
@@ -95,7 +107,7 @@ class CachingPageSource final : public PageSource {
   std::list<Entry> lru_ ABSL_GUARDED_BY(mu_);
   std::unordered_map<Key, std::list<Entry>::iterator, KeyHash> index_ ABSL_GUARDED_BY(mu_);
   int64_t size_ ABSL_GUARDED_BY(mu_) = 0;
-  std::atomic<int64_t> fetched_{0}, hits_{0}, bytes_fetched_{0}, io_nanos_{0}, decode_nanos_{0};
+  std::atomic<int64_t> fetched_{0}, hits_{0}, bytes_fetched_{0}, io_nanos_{0}, decode_nanos_{0}, views_{0};
 };
 
 }  // namespace

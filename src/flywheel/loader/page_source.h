@@ -26,6 +26,7 @@ struct PageSourceStats {
   int64_t bytes_fetched = 0;  // uncompressed bytes of the pages decoded
   int64_t io_nanos = 0;       // fetching pages stored uncompressed (map/read + checksum)
   int64_t decode_nanos = 0;   // fetching compressed pages (read + decompress + checksum)
+  int64_t views = 0;          // uncompressed pages of mapped files: served as views, not cached
 };
 
 class PageSource {
