@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "arrays.h"
+#include "flywheel/base/metrics.h"
 #include "flywheel/loader/loader.h"
 #include "flywheel/loader/transforms/packing.h"
 #include "status.h"
@@ -300,6 +301,8 @@ void RegisterLoader(py::module_& m) {
            })
       .def("batches_per_epoch", &Loader::batches_per_epoch)
       .def("epoch_size", &Loader::epoch_size);
+  m.def("metrics_text", [] { return Metrics().ExpositionText(); },
+        "Prometheus text exposition of the process's flywheel metrics");
   m.def("pack_tokens", &PackTokens, py::arg("offsets"), py::arg("values"), py::arg("seq_len"),
         py::arg("split_documents"), py::arg("eos_token"), py::arg("pad_token"), py::arg("positions_continue"));
 }

@@ -19,4 +19,11 @@ from . import replay  # flywheel.replay: experience replay, in process and over 
 from . import envs  # flywheel.envs: parallel environments, EnvPool (docs/envs.md)
 
 __version__ = "0.1.0"
-__all__ = ["Table", "Loader", "ListArray", "CommitConflict", "__version__"]
+
+
+def metrics_text() -> str:
+    """The process's flywheel metrics (loader, replay, tables) in Prometheus text format."""
+    from . import _core
+    return _core.metrics_text()
+
+__all__ = ["Table", "Loader", "ListArray", "metrics_text", "CommitConflict", "__version__"]

@@ -54,6 +54,37 @@ def _table_ref(t: TableLike, version: Optional[int], tag: Optional[str]):
     return (os.fspath(t), version, tag)
 
 
+def _measure_read_bandwidth(paths: Sequence[str], budget: int = 64 << 20) -> float:
+    """Sequential read() bandwidth of the tables' data files (up to ``budget``
+    bytes, 1 MiB reads; the page cache as it is): the ceiling stats() compares
+    the loader's throughput with."""
+    files = []
+    for p in paths:
+        for d, dirs, names in os.walk(p):
+            dirs[:] = [x for x in dirs if not x.startswith("_")]
+            files.extend(os.path.join(d, n) for n in sorted(names) if not n.startswith("_"))
+    buf = bytearray(1 << 20)
+    mv = memoryview(buf)
+    total, t0 = 0, time.perf_counter()
+    for f in files:
+        try:
+            fd = os.open(f, os.O_RDONLY)
+        except OSError:
+            continue
+        try:
+            while total < budget:
+                n = os.readv(fd, [mv])
+                if n <= 0:
+                    break
+                total += n
+        finally:
+            os.close(fd)
+        if total >= budget:
+            break
+    dt = time.perf_counter() - t0
+    return total / dt if total and dt > 0 else 0.0
+
+
 class Loader:
     """Batches of one table or a weighted mixture of tables, for one rank.
 
@@ -141,6 +172,8 @@ class Loader:
             import torch  # noqa: F401  (fail at construction, not at the first batch)
             self._torch = torch
         self._started: Optional[float] = None
+        self._paths = [r[0] for r in refs]
+        self._raw_bps: Optional[float] = None
 
     @staticmethod
     def _open(refs, columns, batch_size, shuffle, shuffle_mode, block_rows, window_blocks, seed, epoch, rank,
@@ -269,11 +302,20 @@ class Loader:
         """Where the time goes: the C++ counters (seconds summed over worker
         threads: io, decode (compressed pages), transform (images),
         assemble; consumer_wait: time Next waited for a batch; idle:
-        read-ahead full; skipped_rows: rows on_error="skip" left out) plus ``wall_seconds`` since the first
-        batch and ``rows_per_second`` / ``bytes_per_second`` handed out."""
+        read-ahead full; skipped_rows: rows on_error="skip" left out) plus
+        ``wall_seconds`` since the first batch, ``rows_per_second`` /
+        ``bytes_per_second`` handed out, ``raw_read_bytes_per_second`` (a
+        sequential read() of up to 64 MiB of the tables' files, measured on
+        the first call) and ``fraction_of_raw_read`` (bytes_per_second over
+        it). The same counters are in the process's metrics
+        (``flywheel.metrics_text()``, ``flywheel_loader_*``)."""
         s = dict(self._core.stats())
         wall = time.monotonic() - self._started if self._started is not None else 0.0
         s["wall_seconds"] = wall
         s["rows_per_second"] = s["rows"] / wall if wall > 0 else 0.0
         s["bytes_per_second"] = s["bytes"] / wall if wall > 0 else 0.0
+        if self._raw_bps is None:
+            self._raw_bps = _measure_read_bandwidth(self._paths)
+        s["raw_read_bytes_per_second"] = self._raw_bps
+        s["fraction_of_raw_read"] = s["bytes_per_second"] / self._raw_bps if self._raw_bps else 0.0
         return s

@@ -210,6 +210,10 @@ def test_stats_count_what_was_handed_out(table):
     assert s["rows_per_second"] > 0
     for k in ("io_seconds", "decode_seconds", "assemble_seconds", "consumer_wait_seconds"):
         assert s[k] >= 0
+    assert s["raw_read_bytes_per_second"] > 0 and s["fraction_of_raw_read"] > 0
+    text = flywheel.metrics_text()
+    line = [l for l in text.splitlines() if l.startswith("flywheel_loader_rows_total") and table.path in l]
+    assert line and float(line[0].split()[-1]) >= N
 
 
 torch = pytest.importorskip("torch")

@@ -11,6 +11,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "flywheel/base/metrics.h"
 #include "flywheel/base/thread_pool.h"
 #include "flywheel/loader/mixture.h"
 #include "flywheel/loader/page_source.h"
@@ -350,6 +351,16 @@ class LoaderImpl final : public Loader {
   // When the read-ahead last became full with nothing left to do (idle time).
   std::optional<std::chrono::steady_clock::time_point> idle_since_ ABSL_GUARDED_BY(mu_);
 
+  // Process-wide series (base/metrics.h), labelled with the first table's uri.
+  struct Series {
+    Counter* batches;
+    Counter* rows;
+    Counter* bytes;
+    Counter* skipped;
+    Gauge* consumer_wait;
+  };
+  Series metrics_{};
+
   std::unique_ptr<ThreadPool> pool_;  // last: destroyed (joined) first
 };
 
@@ -530,6 +541,14 @@ Result<std::unique_ptr<Loader>> LoaderImpl::Make(
       for (auto& f : l->sources_[t]) f.resize(l->out_.size());
     }
   }
+  const Labels labels{{"table", l->tables_[0]->uri()}};
+  l->metrics_ = Series{
+      Metrics().GetCounter("flywheel_loader_batches_total", "Batches the loader handed out", labels),
+      Metrics().GetCounter("flywheel_loader_rows_total", "Rows the loader handed out", labels),
+      Metrics().GetCounter("flywheel_loader_bytes_total", "Bytes of column data the loader handed out", labels),
+      Metrics().GetCounter("flywheel_loader_skipped_rows_total", "Rows left out by on_error=skip", labels),
+      Metrics().GetGauge("flywheel_loader_consumer_wait_seconds_total",
+                         "Seconds Next() waited for a batch (the trainer starving)", labels)};
   l->pool_ = std::make_unique<ThreadPool>(options.num_threads);
   Cursor start;
   start.epoch = options.epoch;
@@ -875,7 +894,9 @@ Result<std::shared_ptr<const Batch>> LoaderImpl::Next(absl::Duration timeout) {
   auto ready = [this, &t] { return t->done || cancelled_.load(std::memory_order_acquire); };
   if (!ready()) {
     mu_.AwaitWithTimeout(absl::Condition(&ready), timeout);
-    stats_.consumer_wait_seconds += static_cast<double>(NanosSince(t0)) * 1e-9;
+    const double waited = static_cast<double>(NanosSince(t0)) * 1e-9;
+    stats_.consumer_wait_seconds += waited;
+    metrics_.consumer_wait->Add(waited);
   }
   if (cancelled_.load(std::memory_order_acquire)) return absl::CancelledError("loader: cancelled");
   if (!t->done) {
@@ -896,7 +917,13 @@ Result<std::shared_ptr<const Batch>> LoaderImpl::Next(absl::Duration timeout) {
   stats_.batches++;
   stats_.rows += t->slot->batch.num_rows;
   stats_.skipped_rows += t->slot->skipped;
-  for (const auto& c : t->slot->batch.columns) stats_.bytes += static_cast<int64_t>(c.values_size);
+  int64_t bytes = 0;
+  for (const auto& c : t->slot->batch.columns) bytes += static_cast<int64_t>(c.values_size);
+  stats_.bytes += bytes;
+  metrics_.batches->Increment();
+  metrics_.rows->Increment(t->slot->batch.num_rows);
+  metrics_.bytes->Increment(bytes);
+  if (t->slot->skipped) metrics_.skipped->Increment(t->slot->skipped);
   const Batch* b = &t->slot->batch;
   return std::shared_ptr<const Batch>(std::move(t->slot), b);
 }
