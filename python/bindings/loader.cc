@@ -168,51 +168,32 @@ py::dict PackTokens(py::array_t<int64_t, py::array::c_style | py::array::forceca
   o.positions_continue_across_blocks = positions_continue;
   std::span<const int64_t> off(offsets.data(), static_cast<size_t>(offsets.size()));
   std::span<const int32_t> val(values.data(), static_cast<size_t>(values.size()));
-  Result<loader::PackedBlocks> r;
-  int64_t truncated = 0;
+  // Pack without the GIL, then take the blocks straight into numpy arrays.
+  std::unique_ptr<loader::TokenPacker> packer;
   {
     py::gil_scoped_release nogil;
-    // Through a packer (not PackDocuments) to report truncated tokens.
-    auto packer = loader::TokenPacker::Create(o);
-    if (!packer.ok()) {
-      r = packer.status();
-    } else {
-      Status s = (*packer)->Add(off, val);
-      if (!s.ok()) {
-        r = s;
-      } else {
-        (*packer)->Finish();
-        loader::PackedBlocks pb;
-        pb.seq_len = seq_len;
-        pb.num_blocks = (*packer)->ready();
-        const size_t cells = static_cast<size_t>(pb.num_blocks * seq_len);
-        pb.tokens.resize(cells);
-        pb.segment_ids.resize(cells);
-        pb.positions.resize(cells);
-        pb.mask.resize(cells);
-        pb.first_document.resize(static_cast<size_t>(pb.num_blocks));
-        (*packer)->Take(pb.num_blocks, loader::PackedBlocksView{pb.tokens.data(), pb.segment_ids.data(),
-                                                               pb.positions.data(), pb.mask.data(),
-                                                               pb.first_document.data()});
-        truncated = (*packer)->truncated_tokens();
-        r = std::move(pb);
-      }
-    }
+    packer = ValueOrThrow(loader::TokenPacker::Create(o));
+    ThrowIfError(packer->Add(off, val));
+    packer->Finish();
   }
-  loader::PackedBlocks pb = ValueOrThrow(std::move(r));
-  const py::ssize_t k = pb.num_blocks, L = pb.seq_len;
-  auto grid = [&](const auto& v, auto tag) {
-    using T = decltype(tag);
-    py::array_t<T> a({k, L});
-    if (!v.empty()) std::memcpy(a.mutable_data(), v.data(), v.size() * sizeof(T));
-    return a;
-  };
+  const py::ssize_t k = packer->ready(), L = seq_len;
+  py::array_t<int32_t> tokens({k, L}), segment_ids({k, L}), positions({k, L});
+  py::array_t<uint8_t> mask({k, L});
+  py::array_t<int64_t> first_document(k);
+  const loader::PackedBlocksView view{tokens.mutable_data(), segment_ids.mutable_data(),
+                                      positions.mutable_data(), mask.mutable_data(),
+                                      first_document.mutable_data()};
+  {
+    py::gil_scoped_release nogil;
+    packer->Take(k, view);
+  }
+  const int64_t truncated = packer->truncated_tokens();
   py::dict d;
-  d["tokens"] = grid(pb.tokens, int32_t{});
-  d["segment_ids"] = grid(pb.segment_ids, int32_t{});
-  d["positions"] = grid(pb.positions, int32_t{});
-  d["mask"] = grid(pb.mask, uint8_t{});
-  d["first_document"] = CopyVector(pb.first_document);
+  d["tokens"] = tokens;
+  d["segment_ids"] = segment_ids;
+  d["positions"] = positions;
+  d["mask"] = mask;
+  d["first_document"] = first_document;
   d["truncated_tokens"] = truncated;
   return d;
 }
