@@ -97,6 +97,9 @@ py::dict StatsToPython(const LoaderStats& s) {
   d["pages_fetched"] = s.pages_fetched;
   d["page_cache_hits"] = s.page_cache_hits;
   d["page_views"] = s.page_views;
+  d["uring_pages"] = s.uring_pages;
+  d["uring_batches"] = s.uring_batches;
+  d["uring_unavailable"] = s.uring_unavailable;
   d["page_bytes_fetched"] = s.page_bytes_fetched;
   d["io_seconds"] = s.io_seconds;
   d["decode_seconds"] = s.decode_seconds;
@@ -206,7 +209,7 @@ std::unique_ptr<Loader> OpenLoader(const std::vector<std::tuple<std::string, std
                                    int num_threads, int64_t prefetch_bytes,
                                    const std::vector<double>& mixture_weights, int64_t samples_per_epoch,
                                    const std::vector<std::pair<std::string, py::dict>>& images,
-                                   const std::string& on_error) {
+                                   const std::string& on_error, bool use_io_uring) {
   std::vector<TableRef> refs;
   for (const auto& [uri, version, tag] : tables) refs.push_back(TableRef{uri, version, tag});
   LoaderOptions o;
@@ -225,6 +228,7 @@ std::unique_ptr<Loader> OpenLoader(const std::vector<std::tuple<std::string, std
   o.prefetch_bytes = prefetch_bytes;
   o.mixture_weights = mixture_weights;
   o.samples_per_epoch = samples_per_epoch;
+  o.use_io_uring = use_io_uring;
   for (const auto& [column, options] : images) {
     o.images.push_back(loader::ImageColumn{column, ImageOptionsFrom(column, options)});
   }
@@ -243,7 +247,8 @@ void RegisterLoader(py::module_& m) {
                   py::arg("shuffle"), py::arg("shuffle_mode"), py::arg("block_rows"), py::arg("window_blocks"),
                   py::arg("seed"), py::arg("epoch"), py::arg("rank"), py::arg("world_size"), py::arg("drop_last"),
                   py::arg("num_threads"), py::arg("prefetch_bytes"), py::arg("mixture_weights"),
-                  py::arg("samples_per_epoch"), py::arg("images"), py::arg("on_error"))
+                  py::arg("samples_per_epoch"), py::arg("images"), py::arg("on_error"),
+                  py::arg("use_io_uring"))
       .def(
           "next",
           [](Loader& l, std::optional<double> timeout_s) -> py::object {

@@ -120,6 +120,10 @@ class Loader:
         (I/O-aware: blocks of ``block_rows`` consecutive rows are shuffled,
         then rows within windows of ``window_blocks`` blocks).
       timeout: seconds a batch may take before ``TimeoutError`` (None: no limit).
+      use_io_uring: read compressed pages (and pages of files that are not
+        memory-mapped) in one io_uring batch per batch and column (default;
+        falls back to pread where io_uring is unavailable, reported in
+        ``stats()["uring_unavailable"]``). False: pread page by page.
       return_indices: add ``"__index__"`` (row index in its table) and, for
         mixtures, ``"__table__"`` to each batch.
     """
@@ -132,7 +136,8 @@ class Loader:
                  transforms: Optional[Union[Callable, Sequence[Callable], Mapping[str, Callable]]] = None,
                  mixture_weights: Optional[Sequence[float]] = None, samples_per_epoch: int = 0,
                  format: str = "numpy", shuffle_mode: str = "row", block_rows: int = 0, window_blocks: int = 16,
-                 timeout: Optional[float] = None, return_indices: bool = False, on_error: str = "fail"):
+                 timeout: Optional[float] = None, return_indices: bool = False, on_error: str = "fail",
+                 use_io_uring: bool = True):
         if isinstance(tables, (list, tuple)):
             refs = [_table_ref(t, version, tag) for t in tables]
         else:
@@ -161,7 +166,8 @@ class Loader:
             self._core = self._open(refs, columns, batch_size, shuffle, shuffle_mode, block_rows, window_blocks, seed,
                                     epoch, rank, world_size, drop_last, num_threads, prefetch_bytes,
                                     mixture_weights, samples_per_epoch,
-                                    [(im.column, im.options) for im in images], str(on_error))
+                                    [(im.column, im.options) for im in images], str(on_error),
+                                    bool(use_io_uring))
         except FileNotFoundError as e:
             if "has no column" in str(e):  # as flywheel.Table: an unknown column is a KeyError
                 raise KeyError(str(e)) from None
@@ -178,14 +184,15 @@ class Loader:
     @staticmethod
     def _open(refs, columns, batch_size, shuffle, shuffle_mode, block_rows, window_blocks, seed, epoch, rank,
               world_size, drop_last, num_threads, prefetch_bytes, mixture_weights, samples_per_epoch, images,
-              on_error):
+              on_error, use_io_uring):
         return _core.Loader.open(
             tables=refs, columns=list(columns) if columns is not None else [], batch_size=int(batch_size),
             shuffle=bool(shuffle), shuffle_mode=str(shuffle_mode), block_rows=int(block_rows),
             window_blocks=int(window_blocks), seed=int(seed), epoch=int(epoch), rank=int(rank),
             world_size=int(world_size), drop_last=bool(drop_last), num_threads=int(num_threads),
             prefetch_bytes=int(prefetch_bytes), mixture_weights=[float(w) for w in (mixture_weights or [])],
-            samples_per_epoch=int(samples_per_epoch), images=images, on_error=on_error)
+            samples_per_epoch=int(samples_per_epoch), images=images, on_error=on_error,
+            use_io_uring=use_io_uring)
 
     @staticmethod
     def _normalize_transforms(transforms) -> List[Callable[[Dict[str, Any]], Dict[str, Any]]]:

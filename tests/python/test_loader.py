@@ -57,6 +57,8 @@ def test_order_is_deterministic_across_runs_and_thread_counts(table):
     l2 = flywheel.Loader(table.path, batch_size=50, seed=7, epoch=1)
     assert sorted(epoch_rows(l2)) == list(range(N)) and epoch_rows(l2) != ref
     assert epoch_rows(flywheel.Loader(table.path, batch_size=50, shuffle=False)) == list(range(N))
+    # no shuffle ignores the shuffle mode (regression: block mode without shuffle failed to open)
+    assert epoch_rows(flywheel.Loader(table.path, batch_size=50, shuffle=False, shuffle_mode="block")) == list(range(N))
 
 
 @pytest.mark.parametrize("world", [2, 3, 4])
@@ -199,6 +201,24 @@ def test_block_shuffle_is_a_permutation_and_deterministic(table):
     rows = epoch_rows(flywheel.Loader(table.path, **kw))
     assert sorted(rows) == list(range(N)) and rows != list(range(N))
     assert epoch_rows(flywheel.Loader(table.path, num_threads=1, **kw)) == rows
+
+
+def test_compressed_table_reads_the_same_with_and_without_io_uring(tmp_path):
+    t = flywheel.Table.create(str(tmp_path / "z"), {"x": "int64", "emb": "float32[4]"}, codec="zstd")
+    x = np.arange(5000, dtype=np.int64)
+    t.append({"x": x, "emb": np.repeat(x[:, None], 4, 1).astype(np.float32)})
+    runs = {}
+    for uring in (True, False):
+        l = flywheel.Loader(t.path, batch_size=128, seed=4, use_io_uring=uring)
+        runs[uring] = np.concatenate([b["x"] for b in l])
+        s = l.stats()
+        assert s["pages_fetched"] > 0
+        if uring and not s["uring_unavailable"]:
+            assert s["uring_pages"] > 0
+        if not uring:
+            assert s["uring_pages"] == 0
+    np.testing.assert_array_equal(runs[True], runs[False])
+    assert sorted(runs[True]) == list(range(5000))
 
 
 def test_stats_count_what_was_handed_out(table):

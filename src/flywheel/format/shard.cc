@@ -516,50 +516,24 @@ Status ShardReader::CheckPage(int column, int page, const uint8_t* body, uint64_
 
 bool ShardReader::mapped() const { return file_->mapped_data() != nullptr; }
 
-Result<Column> ShardReader::ReadPage(int column, int page) const {
+int ShardReader::fd() const { return file_->fd(); }
+
+Status ShardReader::CheckPageIndex(int column, int page) const {
   if (column < 0 || column >= schema_.num_fields() || page < 0 ||
       page >= static_cast<int>(pages_[column].size())) {
     return absl::OutOfRangeError(absl::StrCat("reading ", path(), ": no column ", column, " page ", page));
   }
+  return absl::OkStatus();
+}
+
+std::string ShardReader::PageName(int column, int page) const {
+  return absl::StrCat("reading ", path(), " column '", schema_.fields[column].name, "' page ", page);
+}
+
+Column ShardReader::PageColumn(int column, int page, const Buffer& body) const {
   const PageInfo& pi = pages_[column][page];
-  const DataType& type = schema_.fields[column].type;
-  auto where = [&] {
-    return absl::StrCat("reading ", path(), " column '", schema_.fields[column].name, "' page ", page);
-  };
-  Buffer body;
-  const uint8_t* mapped = file_->mapped_data();
-  if (pi.codec == Codec::kNone && mapped != nullptr) {
-    body = Buffer{mapped + pi.offset, pi.stored_size, file_};
-    if (verified_[column][page].load(std::memory_order_acquire) == 0) {
-      if (options_.verify_checksums && Checksum64(body.data, body.size) != pi.checksum) {
-        return absl::DataLossError(absl::StrCat(where(), ": checksum mismatch"));
-      }
-      FW_RETURN_IF_ERROR_CTX(CheckPage(column, page, body.data, body.size), where());
-      verified_[column][page].store(1, std::memory_order_release);
-    }
-  } else {
-    // Copy (and maybe decompress) into an 8-byte aligned heap buffer.
-    std::vector<uint64_t> stored((pi.stored_size + 7) / 8);
-    FW_RETURN_IF_ERROR_CTX(file_->ReadAt(pi.offset, pi.stored_size, stored.data()), where());
-    if (options_.verify_checksums && Checksum64(stored.data(), pi.stored_size) != pi.checksum) {
-      return absl::DataLossError(absl::StrCat(where(), ": checksum mismatch"));
-    }
-    if (pi.codec == Codec::kNone) {
-      body = Buffer::FromVector(std::move(stored));
-      body.size = pi.stored_size;
-    } else {
-      // Not zero-filled: Decompress writes all `usize` bytes or fails, and a
-      // corrupt index may claim a large size (bounded by MaxDecompressedSize).
-      const uint64_t usize = pi.uncompressed_size();
-      std::shared_ptr<uint64_t[]> out(new uint64_t[(usize + 7) / 8 + 1]);
-      FW_RETURN_IF_ERROR_CTX(Decompress(pi.codec, stored.data(), pi.stored_size, out.get(), usize),
-                             where());
-      body = Buffer{reinterpret_cast<const uint8_t*>(out.get()), usize, out};
-    }
-    FW_RETURN_IF_ERROR_CTX(CheckPage(column, page, body.data, body.size), where());
-  }
   Column c;
-  c.type = type;
+  c.type = schema_.fields[column].type;
   c.length = pi.num_rows;
   c.null_count = pi.null_count;
   c.values = Buffer{body.data, pi.values_size, body.owner};
@@ -571,6 +545,63 @@ Result<Column> ShardReader::ReadPage(int column, int page) const {
                         body.owner};
   }
   return c;
+}
+
+Result<Buffer> ShardReader::ReadStoredPage(int column, int page) const {
+  FW_RETURN_IF_ERROR(CheckPageIndex(column, page));
+  const PageInfo& pi = pages_[column][page];
+  std::vector<uint64_t> stored((pi.stored_size + 7) / 8);
+  FW_RETURN_IF_ERROR_CTX(file_->ReadAt(pi.offset, pi.stored_size, stored.data()),
+                         PageName(column, page));
+  Buffer b = Buffer::FromVector(std::move(stored));
+  b.size = pi.stored_size;
+  return b;
+}
+
+Result<Column> ShardReader::DecodePage(int column, int page, Buffer stored) const {
+  FW_RETURN_IF_ERROR(CheckPageIndex(column, page));
+  const PageInfo& pi = pages_[column][page];
+  if (stored.size != pi.stored_size) {
+    return absl::DataLossError(absl::StrCat(PageName(column, page), ": got ", stored.size,
+                                            " stored bytes, the index says ", pi.stored_size));
+  }
+  if (options_.verify_checksums && Checksum64(stored.data, pi.stored_size) != pi.checksum) {
+    return absl::DataLossError(absl::StrCat(PageName(column, page), ": checksum mismatch"));
+  }
+  Buffer body;
+  if (pi.codec == Codec::kNone) {
+    body = std::move(stored);
+  } else {
+    // Not zero-filled: Decompress writes all `usize` bytes or fails, and a
+    // corrupt index may claim a large size (bounded by MaxDecompressedSize).
+    const uint64_t usize = pi.uncompressed_size();
+    std::shared_ptr<uint64_t[]> out(new uint64_t[(usize + 7) / 8 + 1]);
+    FW_RETURN_IF_ERROR_CTX(Decompress(pi.codec, stored.data, pi.stored_size, out.get(), usize),
+                           PageName(column, page));
+    body = Buffer{reinterpret_cast<const uint8_t*>(out.get()), usize, out};
+  }
+  FW_RETURN_IF_ERROR_CTX(CheckPage(column, page, body.data, body.size), PageName(column, page));
+  return PageColumn(column, page, body);
+}
+
+Result<Column> ShardReader::ReadPage(int column, int page) const {
+  FW_RETURN_IF_ERROR(CheckPageIndex(column, page));
+  const PageInfo& pi = pages_[column][page];
+  const uint8_t* mapped = file_->mapped_data();
+  if (pi.codec == Codec::kNone && mapped != nullptr) {
+    Buffer body{mapped + pi.offset, pi.stored_size, file_};
+    if (verified_[column][page].load(std::memory_order_acquire) == 0) {
+      if (options_.verify_checksums && Checksum64(body.data, body.size) != pi.checksum) {
+        return absl::DataLossError(absl::StrCat(PageName(column, page), ": checksum mismatch"));
+      }
+      FW_RETURN_IF_ERROR_CTX(CheckPage(column, page, body.data, body.size), PageName(column, page));
+      verified_[column][page].store(1, std::memory_order_release);
+    }
+    return PageColumn(column, page, body);
+  }
+  // Copy (and maybe decompress) into an 8-byte aligned heap buffer.
+  FW_ASSIGN_OR_RETURN(Buffer stored, ReadStoredPage(column, page));
+  return DecodePage(column, page, std::move(stored));
 }
 
 Result<Column> ShardReader::Read(int column, int64_t start, int64_t length) const {

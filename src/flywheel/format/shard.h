@@ -106,6 +106,21 @@ class ShardReader {
   int FindPage(int column, int64_t row) const;
   // The whole decoded page; zero-copy for uncompressed mapped pages.
   Result<Column> ReadPage(int column, int page) const;
+  // For callers that read stored pages themselves (the loader's io_uring
+  // page source): the file's descriptor, valid while this reader lives, or
+  // -1 when the file is not a POSIX file. A page's bytes are
+  // pages(column)[page].stored_size bytes at its .offset.
+  int fd() const;
+  // The stored (compressed) bytes of a page, read into an 8-byte aligned
+  // buffer. Errors name the file, column and page.
+  Result<Buffer> ReadStoredPage(int column, int page) const;
+  // Decodes a page from its stored bytes, read by the caller: verifies the
+  // checksum (when the options say so), decompresses and checks the page's
+  // structure, as ReadPage does. REQUIRES: stored.data is 8-byte aligned;
+  // stored.owner keeps it alive (the result may alias it when the page is
+  // uncompressed). A size other than the page's stored_size is DataLoss.
+  // Errors name the file, column and page.
+  Result<Column> DecodePage(int column, int page, Buffer stored) const;
   // True when the file is memory-mapped: ReadPage of an uncompressed page
   // is then a view (no copy, checksum verified on first use only).
   bool mapped() const;
@@ -127,6 +142,9 @@ class ShardReader {
   ShardReader() = default;
   Status ParseFooter();
   Status CheckPage(int column, int page, const uint8_t* body, uint64_t size) const;
+  Status CheckPageIndex(int column, int page) const;
+  std::string PageName(int column, int page) const;
+  Column PageColumn(int column, int page, const Buffer& body) const;
 
   std::shared_ptr<io::RandomAccessFile> file_;
   ShardReaderOptions options_;

@@ -81,6 +81,7 @@ class PosixRandomAccessFile final : public RandomAccessFile {
   const std::string& path() const override { return path_; }
   uint64_t size() const override { return size_; }
   const uint8_t* mapped_data() const override { return static_cast<const uint8_t*>(map_); }
+  int fd() const override { return fd_; }
 
   Status ReadAt(uint64_t offset, size_t n, void* dst) const override {
     if (offset > size_ || n > size_ - offset) {

@@ -49,6 +49,10 @@ class RandomAccessFile {
   // The whole file as one mapped region when the file was opened with mmap
   // (valid while this object lives), else nullptr.
   virtual const uint8_t* mapped_data() const { return nullptr; }
+  // The POSIX file descriptor for callers that submit their own reads
+  // (io_uring), valid while this object lives; -1 when the file is not a
+  // POSIX file (in-memory files).
+  virtual int fd() const { return -1; }
 };
 
 class WritableFile {

@@ -302,6 +302,9 @@ class LoaderImpl final : public Loader {
   Status Fill(const Ticket& t, Slot* slot);
   Status Gather(int c, const std::vector<int64_t>& sorted, const std::vector<int32_t>& tbl,
                 const std::vector<table::RowAddress>& addr, Slot* slot);
+  // Hands the pages Gather(c, ...) will read to the page source at once.
+  Status Prefetch(int c, const std::vector<int64_t>& sorted, const std::vector<int32_t>& tbl,
+                  const std::vector<table::RowAddress>& addr);
   Result<const table::ColumnSource*> Source(int t, int fragment, int c);
   // Decodes the batch's image columns in place of their bytes (and drops
   // failed rows under OnError::kSkip).
@@ -477,6 +480,8 @@ Result<std::unique_ptr<Loader>> LoaderImpl::Make(
         }
       }
     } else {
+      // No shuffle (the mode is then irrelevant) or row shuffle.
+      if (!options.shuffle) o.mode = ShuffleMode::kRow;
       o.block_rows = 0;
       o.window_blocks = 0;
     }
@@ -531,7 +536,10 @@ Result<std::unique_ptr<Loader>> LoaderImpl::Make(
   const int64_t depth_cap = std::max(4, 4 * options.num_threads);
   l->readahead_ = static_cast<size_t>(
       std::clamp<int64_t>(options.prefetch_bytes / 2 / slot_bytes, 1, depth_cap));
-  l->pages_ = NewCachingPageSource(options.prefetch_bytes / 2);
+  PageSourceOptions page_options;
+  page_options.cache_bytes = options.prefetch_bytes / 2;
+  page_options.io_uring = options.use_io_uring;
+  l->pages_ = NewPageSource(page_options);
   l->slots_ = std::make_shared<SlotPool>(l->out_.size());
   {
     absl::MutexLock lock(&l->sources_mu_);
@@ -701,6 +709,9 @@ Status LoaderImpl::Fill(const Ticket& t, Slot* slot) {
   b.columns.resize(out_.size());
   for (size_t c = 0; c < out_.size(); ++c) {
     if (Stale(t)) return absl::CancelledError("superseded");
+    if (pages_->prefetches()) {
+      FW_RETURN_IF_ERROR(Prefetch(static_cast<int>(c), sorted, b.tables, addr));
+    }
     FW_RETURN_IF_ERROR(Gather(static_cast<int>(c), sorted, b.tables, addr, slot));
   }
   slot->skipped = 0;
@@ -785,6 +796,39 @@ Status LoaderImpl::TransformImages(const Ticket& t, Slot* slot) {
     slot->skipped = before - b.num_rows;
   }
   return absl::OkStatus();
+}
+
+Status LoaderImpl::Prefetch(int c, const std::vector<int64_t>& sorted,
+                            const std::vector<int32_t>& tbl,
+                            const std::vector<table::RowAddress>& addr) {
+  // The same walk as Gather's, collecting each page once; `where` remembers
+  // each page's table and fragment for the error context.
+  std::vector<PageRef> refs;
+  std::vector<std::pair<int, int>> where;
+  int cur_t = -1, cur_f = -1, cur_page = -1;
+  const table::ColumnSource* src = nullptr;
+  for (const int64_t pos : sorted) {
+    const int tb = tbl[pos];
+    const table::RowAddress& a = addr[pos];
+    if (tb != cur_t || a.fragment != cur_f) {
+      FW_ASSIGN_OR_RETURN(src, Source(tb, a.fragment, c));
+      cur_t = tb;
+      cur_f = a.fragment;
+      cur_page = -1;
+    }
+    if (!src->reader) continue;
+    const int p = src->reader->FindPage(src->column, a.row);
+    if (p == cur_page) continue;
+    cur_page = p;
+    refs.push_back(PageRef{src->reader.get(), src->column, p});
+    where.emplace_back(tb, a.fragment);
+  }
+  size_t failed = 0;
+  Status s = pages_->Prefetch(refs, &failed);
+  if (s.ok()) return s;
+  const auto& tab = *tables_[where[failed].first];
+  return Annotate(s, absl::StrCat("table ", tab.uri(), " version ", tab.version(), " fragment ",
+                                  tab.manifest().fragments[where[failed].second].id));
 }
 
 Status LoaderImpl::Gather(int c, const std::vector<int64_t>& sorted,
@@ -989,6 +1033,9 @@ LoaderStats LoaderImpl::stats() const {
   s.pages_fetched = p.fetched;
   s.page_cache_hits = p.hits;
   s.page_views = p.views;
+  s.uring_pages = p.batched;
+  s.uring_batches = p.batches;
+  s.uring_unavailable = p.uring_unavailable > 0;
   s.page_bytes_fetched = p.bytes_fetched;
   s.io_seconds = static_cast<double>(p.io_nanos) * 1e-9;
   s.decode_seconds = static_cast<double>(p.decode_nanos) * 1e-9;

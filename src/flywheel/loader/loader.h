@@ -105,6 +105,12 @@ struct LoaderOptions {
   std::vector<ImageColumn> images;
   // Rows a transform fails on.
   OnError on_error = OnError::kFail;
+  // Read the pages a batch needs that are neither cached nor mapped views
+  // (compressed pages, files not mapped) in one io_uring batch per column
+  // before copying rows (docs/loader.md, "Read pipeline"). Where io_uring is
+  // unavailable (old kernel, seccomp, built without liburing) the loader
+  // reads them with pread instead, logging it once. false: always pread.
+  bool use_io_uring = true;
 
   Status Validate() const;
 };
@@ -159,6 +165,9 @@ struct LoaderStats {
   double consumer_wait_seconds = 0;  // Next() waiting for a batch not yet ready
   double idle_seconds = 0;           // read-ahead full: waiting for the consumer
   int64_t readahead_batches = 0;     // batches filled ahead (from prefetch_bytes)
+  int64_t uring_pages = 0;           // pages read in io_uring batches (of pages_fetched)
+  int64_t uring_batches = 0;         // io_uring batches submitted
+  bool uring_unavailable = false;    // io_uring could not be used: reads went through pread
 };
 
 class Loader {
