@@ -7,7 +7,7 @@
 # Environment:
 #   FW_BENCH_ROWS     rows for table_bench (default 1000000)
 #   FW_BENCH_REPEATS  runs per figure, best reported (default 3)
-#   FW_BENCH_ONLY     space-separated subset of: format table commit replay replay_service envs rl
+#   FW_BENCH_ONLY     space-separated subset of: format table commit replay replay_service envs rl loader
 #   FW_BENCH_TMP      scratch parent directory (default /tmp)
 # Method and latest figures: docs/benchmarks.md.
 set -euo pipefail
@@ -19,7 +19,7 @@ BIN="$BUILD/bench"
 OUT="$ROOT/bench/results"
 ROWS="${FW_BENCH_ROWS:-1000000}"
 REPEATS="${FW_BENCH_REPEATS:-3}"
-ONLY="${FW_BENCH_ONLY:-format table commit replay replay_service envs rl}"
+ONLY="${FW_BENCH_ONLY:-format table commit replay replay_service envs rl loader}"
 TMP="${FW_BENCH_TMP:-/tmp}"
 PYTHON="${PYTHON:-/usr/bin/python3}"
 
@@ -68,7 +68,11 @@ for what in $ONLY; do
       echo; echo "== rl_bench (flywheel run: PPO and IMPALA on CartPole vs the same PPO in one synchronous process; 3 seeds, ~1 min)"
       PYTHONPATH="$BUILD/python" "$PYTHON" "$ROOT/bench/rl_bench.py" --bin "$BUILD/src/flywheel/cli/flywheel" \
         --out "$OUT/rl.json" ;;
-    *) echo "run_all.sh: unknown benchmark '$what' (format table commit replay replay_service envs rl)" >&2; exit 2 ;;
+    loader)
+      echo; echo "== loader (flywheel.Loader vs torch DataLoader and raw read(); JPEG vs PIL + DataLoader; packing; resume)"
+      PYTHONPATH="$BUILD/python" "$PYTHON" "$ROOT/bench/loader_e2e.py" --out "$OUT/loader.json"
+      PYTHONPATH="$BUILD/python" "$PYTHON" "$ROOT/bench/jpeg_e2e.py" --out "$OUT/jpeg.json" ;;
+    *) echo "run_all.sh: unknown benchmark '$what' (format table commit replay replay_service envs rl loader)" >&2; exit 2 ;;
   esac
 done
 
