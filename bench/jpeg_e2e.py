@@ -76,21 +76,8 @@ CORPUS_VERSION = 1  # bump when the generator changes: invalidates the cache
 
 
 def machine():
-    def cmd(*a):
-        try:
-            return subprocess.run(a, capture_output=True, text=True, cwd=ROOT).stdout.strip()
-        except OSError:
-            return ""
-    cpu = ""
-    with open("/proc/cpuinfo") as f:
-        for line in f:
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    return {"cpus": os.cpu_count(), "cpu_model": cpu, "platform": platform.platform(),
-            "loadavg_at_start": open("/proc/loadavg").read().split()[:3],
-            "git_commit": cmd("git", "rev-parse", "HEAD"), "git_dirty": bool(cmd("git", "status", "--porcelain")),
-            "python": platform.python_version(), "pil_version": Image.__version__}
+    from loader_e2e import machine as base  # bench/ is on sys.path when this script runs
+    return dict(base(), python=platform.python_version(), pil_version=Image.__version__)
 
 
 def loadavg():

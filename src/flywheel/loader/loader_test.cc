@@ -12,6 +12,7 @@
 
 #include "flywheel/format/column.h"
 #include "flywheel/io/temp_dir.h"
+#include "flywheel/loader/loader_testing.h"
 
 namespace flywheel::loader {
 namespace {
@@ -21,34 +22,7 @@ using format::DataType;
 using format::RecordBatch;
 using format::TypeId;
 
-// Row i: id = base + i; emb = (id, id+.25, id+.5, id+.75); name = "r<id>"
-// (null when id % 7 == 0); tokens = id % 5 ints id, id+1, ...
-RecordBatch Rows(int64_t base, int64_t n) {
-  RecordBatch b;
-  b.schema = *format::Schema::Parse("id:int64, emb:float32[4], name:string?, tokens:list<int32>");
-  b.num_rows = n;
-  std::vector<int64_t> ids(n);
-  std::vector<float> emb(n * 4);
-  std::vector<std::string> names(n);
-  std::vector<bool> valid(n);
-  std::vector<std::vector<int32_t>> tokens(n);
-  for (int64_t i = 0; i < n; ++i) {
-    const int64_t id = base + i;
-    ids[i] = id;
-    for (int k = 0; k < 4; ++k) emb[i * 4 + k] = static_cast<float>(id) + 0.25f * k;
-    names[i] = "r" + std::to_string(id);
-    valid[i] = id % 7 != 0;
-    for (int k = 0; k < id % 5; ++k) tokens[i].push_back(static_cast<int32_t>(id + k));
-  }
-  b.columns.push_back(format::MakeFixedColumn(DataType::Scalar(TypeId::kInt64), std::move(ids)));
-  b.columns.push_back(
-      format::MakeFixedColumn(DataType::Tensor(TypeId::kFloat32, {4}), std::move(emb)));
-  Column nc = format::MakeStringColumn(names);
-  format::SetValidity(nc, valid);
-  b.columns.push_back(std::move(nc));
-  b.columns.push_back(format::MakeListColumn<int32_t>(TypeId::kInt32, tokens));
-  return b;
-}
+using testing_util::Rows;
 
 class LoaderTest : public ::testing::Test {
  protected:
@@ -133,20 +107,7 @@ class LoaderTest : public ::testing::Test {
     }
   }
 
-  // Everything a batch holds, as bytes (validity bits only up to num_rows).
-  static std::string Bytes(const Batch& b) {
-    std::string s = std::to_string(b.epoch) + "/" + std::to_string(b.position) + "/" +
-                    std::to_string(b.num_rows);
-    s.append(reinterpret_cast<const char*>(b.indices.data()), b.indices.size() * 8);
-    for (const auto& c : b.columns) {
-      s.append(reinterpret_cast<const char*>(c.values), c.values_size);
-      if (c.offsets) s.append(reinterpret_cast<const char*>(c.offsets), (b.num_rows + 1) * 8);
-      for (int64_t i = 0; i < b.num_rows; ++i) {
-        s.push_back(c.validity == nullptr || ((c.validity[i >> 3] >> (i & 7)) & 1) ? '1' : '0');
-      }
-    }
-    return s;
-  }
+  static std::string Bytes(const Batch& b) { return testing_util::BatchBytes(b); }
 
   static std::vector<int64_t> Sorted(std::vector<int64_t> v) {
     std::sort(v.begin(), v.end());
