@@ -14,6 +14,9 @@
 //                     pipeline in PIL (bench/jpeg_pil_baseline.py, torchvision
 //                     semantics, one process) on the same files; and PIL with
 //                     draft() (its scaled decode), which torchvision does not use.
+//   jpeg/rrc-flip-64-nocrop       the same with crop_decode = false (every
+//                                 row and column decoded, as before crop
+//                                 decoding); peer: jpeg/rrc-flip-64.
 //   jpeg/rrc-flip-64-fulldecode   the same without scaled decoding.
 //   jpeg/center-64-f32-chw        eval mode: centre crop, ImageNet-normalized
 //                                 float32 CHW.
@@ -210,6 +213,8 @@ void RunJpeg(const Flags& flags, Report& report) {
 
   ImageOptions rrc;
   rrc.height = rrc.width = 64;
+  ImageOptions nocrop = rrc;
+  nocrop.crop_decode = false;
   ImageOptions full = rrc;
   full.scaled_decode = false;
   ImageOptions eval = rrc;
@@ -221,10 +226,11 @@ void RunJpeg(const Flags& flags, Report& report) {
   eval.std = loader::kImageNetStd;
 
   // Alternate the workloads' runs (and the PIL peer's) so load bursts hit all.
-  std::vector<double> r_rrc, r_full, r_eval, r_decode;
+  std::vector<double> r_rrc, r_nocrop, r_full, r_eval, r_decode;
   uint64_t key = 0;
   for (int64_t r = 0; r < repeats; ++r) {
     r_rrc.push_back(PipelineOnce(corpus, rrc, seconds, &key));
+    r_nocrop.push_back(PipelineOnce(corpus, nocrop, seconds, &key));
     r_full.push_back(PipelineOnce(corpus, full, seconds, &key));
     r_eval.push_back(PipelineOnce(corpus, eval, seconds, &key));
     r_decode.push_back(DecodeOnlyOnce(corpus, seconds));
@@ -244,6 +250,9 @@ void RunJpeg(const Flags& flags, Report& report) {
   report.Add({"jpeg/rrc-flip-64-vs-pil-draft", "images/s", Best(r_rrc),
               "PIL with draft() scaled decode", pil_draft, 0,
               "as above; PIL peer uses JPEG draft mode", with(r_rrc)});
+  report.Add({"jpeg/rrc-flip-64-nocrop", "images/s", Best(r_nocrop),
+              "crop_decode (jpeg/rrc-flip-64)", Best(r_rrc), 0,
+              "crop_decode = false: every row and column decoded", with(r_nocrop)});
   report.Add({"jpeg/rrc-flip-64-fulldecode", "images/s", Best(r_full),
               "PIL (torchvision transforms)", pil_rate, 0, "scaled_decode = false", with(r_full)});
   report.Add({"jpeg/center-64-f32-chw", "images/s", Best(r_eval), "full-size tjDecompress2 only",

@@ -58,6 +58,9 @@ class DecodeImage:
         allows (much faster for small outputs; default True).
       allow_warnings: accept images libjpeg warns about (e.g. truncated data,
         missing rows grey) instead of failing them.
+      crop_decode: decode only the rows and columns the crop needs (default;
+        bytes below the crop are then never read, so damage there goes
+        unnoticed); False decodes every pixel.
     """
 
     def __init__(self, column: str, height: int = 224, width: Optional[int] = None, *,
@@ -66,7 +69,8 @@ class DecodeImage:
                  center_fraction: float = 0.875, flip: float = 0.5, dtype: str = "uint8",
                  layout: str = "hwc", mean: Sequence[float] = (0.0, 0.0, 0.0),
                  std: Sequence[float] = (1.0, 1.0, 1.0), max_pixels: int = 1 << 28,
-                 scaled_decode: bool = True, fast_dct: bool = False, allow_warnings: bool = False):
+                 scaled_decode: bool = True, fast_dct: bool = False, allow_warnings: bool = False,
+                 crop_decode: bool = True):
         if not isinstance(column, str) or not column:
             raise TypeError("DecodeImage: column must be a column name")
         self.column = column
@@ -77,7 +81,7 @@ class DecodeImage:
             "layout": layout, "dtype": dtype, "mean": tuple(float(m) for m in mean),
             "std": tuple(float(s) for s in std), "max_pixels": int(max_pixels),
             "scaled_decode": bool(scaled_decode), "fast_dct": bool(fast_dct),
-            "allow_warnings": bool(allow_warnings),
+            "allow_warnings": bool(allow_warnings), "crop_decode": bool(crop_decode),
         }
         if len(self.options["mean"]) != 3 or len(self.options["std"]) != 3:
             raise ValueError("DecodeImage: mean and std need 3 values (R, G, B)")

@@ -1,12 +1,21 @@
 // The JPEG pipeline (image.h). Semantics: docs/transforms.md.
 #include "flywheel/loader/transforms/image.h"
 
-#include <turbojpeg.h>
+// jpeglib.h needs size_t and FILE declared first.
+#include <cstddef>
+#include <cstdio>
+// clang-format off
+#include <jpeglib.h>
+// clang-format on
 
 #include <algorithm>
 #include <cmath>
+#include <csetjmp>
 #include <cstring>
 #include <memory>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "flywheel/base/rng.h"
@@ -94,79 +103,113 @@ void ComputeTaps(double src0, double src_len, int src_size, int out_size, Taps* 
   }
 }
 
-const char* ColorspaceName(int cs) {
+const char* ColorspaceName(J_COLOR_SPACE cs) {
   switch (cs) {
-    case TJCS_RGB:
+    case JCS_RGB:
       return "rgb";
-    case TJCS_YCbCr:
+    case JCS_YCbCr:
       return "ycbcr";
-    case TJCS_GRAY:
+    case JCS_GRAYSCALE:
       return "gray";
-    case TJCS_CMYK:
+    case JCS_CMYK:
       return "cmyk";
-    case TJCS_YCCK:
+    case JCS_YCCK:
       return "ycck";
     default:
       return nullptr;
   }
 }
 
+// Decode scales, smallest first (so the first large enough is the
+// cheapest). Only the scales whose IDCT is fast: 1/8 (DC only), 1/4, 1/2
+// (SIMD reduced IDCTs), 3/8. libjpeg-turbo 2.1's 5/8, 3/4 and 7/8 use plain C
+// IDCTs and decode slower than full size with SIMD (measured: 7/8 at 0.65x,
+// 3/4 and 5/8 at 0.87x the speed of 1/1; docs/transforms.md).
+struct Scale {
+  int num;
+  int denom;
+};
+constexpr Scale kScales[] = {{1, 8}, {1, 4}, {3, 8}, {1, 2}, {1, 1}};
+
+// libjpeg's output size for `size` at `s`: ceil(size * num / denom).
+int Scaled(int size, Scale s) {
+  return static_cast<int>((int64_t{size} * s.num + s.denom - 1) / s.denom);
+}
+
+// Progressive JPEGs with more scans than this are refused: each scan
+// re-reads the whole coefficient buffer, so a small file with thousands of
+// scans is a denial of service (TurboJPEG's TJFLAG_LIMITSCANS, same limit).
+constexpr int kMaxScans = 500;
+
+// libjpeg reports errors by calling error_exit, which must not return; ours
+// records the message and longjmps back to the setjmp in the function that
+// called libjpeg. Those functions hold no C++ objects with destructors
+// across libjpeg calls, so the jump skips nothing that needs unwinding.
+struct JpegErrors {
+  jpeg_error_mgr pub;  // first: libjpeg casts cinfo->err to this
+  std::jmp_buf jump;
+  bool stop_on_warning = true;
+  char message[JMSG_LENGTH_MAX] = {};
+};
+
+[[noreturn]] void OnJpegError(j_common_ptr cinfo) {
+  auto* e = reinterpret_cast<JpegErrors*>(cinfo->err);
+  (*cinfo->err->format_message)(cinfo, e->message);
+  std::longjmp(e->jump, 1);
+}
+
+// level < 0: a warning (corrupt data libjpeg can work around); >= 0: trace
+// output, ignored. Nothing is ever printed.
+void OnJpegMessage(j_common_ptr cinfo, int level) {
+  if (level >= 0) return;
+  if (reinterpret_cast<JpegErrors*>(cinfo->err)->stop_on_warning) OnJpegError(cinfo);
+  ++cinfo->err->num_warnings;
+}
+
+void OnJpegOutput(j_common_ptr) {}
+
+void OnJpegProgress(j_common_ptr cinfo) {
+  if (!cinfo->is_decompressor) return;
+  if (reinterpret_cast<j_decompress_ptr>(cinfo)->input_scan_number <= kMaxScans) return;
+  auto* e = reinterpret_cast<JpegErrors*>(cinfo->err);
+  std::snprintf(e->message, sizeof(e->message), "progressive JPEG with more than %d scans",
+                kMaxScans);
+  std::longjmp(e->jump, 1);
+}
+
 class ImagePipelineImpl final : public ImagePipeline {
  public:
-  ImagePipelineImpl(const ImageOptions& options, tjhandle handle)
-      : options_(options), handle_(handle) {
+  explicit ImagePipelineImpl(const ImageOptions& options) : options_(options) {
     for (int c = 0; c < 3; ++c) {
       mul_[c] = 1.0f / (255.0f * options_.std[c]);
       add_[c] = -options_.mean[c] / options_.std[c];
     }
-    int n = 0;
-    const tjscalingfactor* f = tjGetScalingFactors(&n);
-    for (int i = 0; f != nullptr && i < n; ++i) {
-      // Only the scales whose IDCT is fast: 1/8 (DC only), 1/4, 1/2 (SIMD
-      // reduced IDCTs), 3/8. libjpeg-turbo 2.1's 5/8, 3/4 and 7/8 use plain C
-      // IDCTs and decode slower than full size with SIMD (measured: 7/8 at
-      // 0.65x, 3/4 and 5/8 at 0.87x the speed of 1/1; docs/transforms.md).
-      const int64_t n8 = int64_t{f[i].num} * 8;
-      if (n8 % f[i].denom != 0) continue;
-      const int64_t eighths = n8 / f[i].denom;
-      if (eighths == 1 || eighths == 2 || eighths == 3 || eighths == 4) factors_.push_back(f[i]);
-    }
-    factors_.push_back({1, 1});
-    // Smallest first, so the first one that is large enough is the cheapest.
-    std::sort(factors_.begin(), factors_.end(), [](tjscalingfactor a, tjscalingfactor b) {
-      return static_cast<int64_t>(a.num) * b.denom < static_cast<int64_t>(b.num) * a.denom;
-    });
   }
-  ~ImagePipelineImpl() override { tjDestroy(handle_); }
+  ~ImagePipelineImpl() override {
+    if (created_) jpeg_destroy_decompress(&cinfo_);
+  }
+
+  // Creates the libjpeg decompressor. Internal if libjpeg cannot.
+  Status Init() {
+    cinfo_.err = jpeg_std_error(&err_.pub);
+    err_.pub.error_exit = OnJpegError;
+    err_.pub.emit_message = OnJpegMessage;
+    err_.pub.output_message = OnJpegOutput;
+    progress_.progress_monitor = OnJpegProgress;
+    if (setjmp(err_.jump)) return absl::InternalError(JpegMessage("jpeg_create_decompress: "));
+    jpeg_create_decompress(&cinfo_);
+    created_ = true;
+    return absl::OkStatus();
+  }
 
   const ImageOptions& options() const override { return options_; }
   size_t output_bytes() const override { return options_.OutputBytes(); }
   const ImageTrace& last() const override { return last_; }
 
   Result<JpegInfo> ReadHeader(std::span<const uint8_t> jpeg) override {
-    if (jpeg.empty()) return absl::InvalidArgumentError("empty JPEG (0 bytes)");
-    int w = 0, h = 0, subsamp = 0, cs = 0;
-    if (tjDecompressHeader3(handle_, jpeg.data(), static_cast<unsigned long>(jpeg.size()), &w, &h,
-                            &subsamp, &cs) != 0) {
-      Status error = absl::DataLossError(
-          absl::StrCat("not a decodable JPEG (", jpeg.size(), " bytes): bad header: ", TjError()));
-      FW_RETURN_IF_ERROR(ResetHandle());
-      return error;
-    }
-    const char* name = ColorspaceName(cs);
-    if (name == nullptr) {
-      return absl::DataLossError(absl::StrCat("JPEG header: unknown colorspace ", cs));
-    }
-    if (w <= 0 || h <= 0) {
-      return absl::DataLossError(absl::StrCat("JPEG header declares ", w, "x", h, " pixels"));
-    }
-    const int64_t pixels = int64_t{w} * h;
-    if (pixels > options_.max_pixels) {
-      return absl::InvalidArgumentError(absl::StrCat("JPEG header declares ", w, "x", h, " = ",
-                                                     pixels, " pixels, above max_pixels ",
-                                                     options_.max_pixels));
-    }
-    return JpegInfo{w, h, name};
+    FW_ASSIGN_OR_RETURN(JpegInfo info, Header(jpeg));
+    jpeg_abort_decompress(&cinfo_);
+    return info;
   }
 
   Status Run(std::span<const uint8_t> jpeg, uint64_t key, std::span<uint8_t> dst) override {
@@ -179,69 +222,176 @@ class ImagePipelineImpl final : public ImagePipeline {
         reinterpret_cast<uintptr_t>(dst.data()) % alignof(float) != 0) {
       return absl::InvalidArgumentError("float32 destination is not 4-byte aligned");
     }
-    FW_ASSIGN_OR_RETURN(JpegInfo info, ReadHeader(jpeg));
+    // From here cinfo_ holds the parsed header; Decode ends the decompression.
+    FW_ASSIGN_OR_RETURN(JpegInfo info, Header(jpeg));
     const int W = info.width, H = info.height;
     const CropBox crop = SampleCrop(H, W, key, options_);
     const bool flip = SampleFlip(key, options_);
 
     // The cheapest decode scale that leaves the crop at least output-sized.
-    tjscalingfactor scale{1, 1};
+    Scale scale{1, 1};
     if (options_.scaled_decode) {
-      for (const tjscalingfactor& f : factors_) {
-        const int sw = TJSCALED(W, f), sh = TJSCALED(H, f);
-        const double cw = static_cast<double>(crop.width) * sw / W;
-        const double ch = static_cast<double>(crop.height) * sh / H;
+      for (const Scale& s : kScales) {
+        const double cw = static_cast<double>(crop.width) * Scaled(W, s) / W;
+        const double ch = static_cast<double>(crop.height) * Scaled(H, s) / H;
         if (cw >= options_.width && ch >= options_.height) {
-          scale = f;
+          scale = s;
           break;
         }
       }
     }
-    const int sw = TJSCALED(W, scale), sh = TJSCALED(H, scale);
-    const bool cmyk = info.colorspace == "cmyk" || info.colorspace == "ycck";
-    const int pixel_format = cmyk ? TJPF_CMYK : TJPF_RGB;
-    const int channels = cmyk ? 4 : 3;
-    uint8_t* decoded = decoded_.Get(static_cast<size_t>(sw) * sh * channels);
-    int flags = TJFLAG_LIMITSCANS | (options_.fast_dct ? TJFLAG_FASTDCT : TJFLAG_ACCURATEDCT);
-    if (!options_.allow_warnings) flags |= TJFLAG_STOPONWARNING;
-    if (tjDecompress2(handle_, jpeg.data(), static_cast<unsigned long>(jpeg.size()), decoded, sw,
-                      sw * channels, sh, pixel_format, flags) != 0 &&
-        !(options_.allow_warnings && tjGetErrorCode(handle_) == TJERR_WARNING)) {
-      Status error =
-          absl::DataLossError(absl::StrCat("corrupt JPEG (", W, "x", H, " ", info.colorspace, ", ",
-                                           jpeg.size(), " bytes): ", TjError()));
-      FW_RETURN_IF_ERROR(ResetHandle());
-      return error;
-    }
-    const uint8_t* rgb = decoded;
-    if (cmyk) rgb = CmykToRgb(decoded, static_cast<size_t>(sw) * sh);
+    const int sw = Scaled(W, scale), sh = Scaled(H, scale);
 
     // The crop in decoded coordinates (fractional when scaled).
     const double fx = static_cast<double>(sw) / W, fy = static_cast<double>(sh) / H;
     ComputeTaps(crop.x * fx, crop.width * fx, sw, options_.width, &xtaps_);
     ComputeTaps(crop.y * fy, crop.height * fy, sh, options_.height, &ytaps_);
-    Resample(rgb, sw, flip, dst.data());
 
-    last_ = ImageTrace{std::move(info), crop, flip, scale.num, scale.denom, sw, sh};
+    // The decoded pixels the taps read: with crop_decode, only these are
+    // decoded (docs/transforms.md#steps).
+    CropBox region{0, 0, sw, sh};
+    if (options_.crop_decode) {
+      const auto [x0, x1] = Span(xtaps_);
+      const auto [y0, y1] = Span(ytaps_);
+      // One column of margin on each side: jpeg_crop_scanline treats the
+      // first and last decoded columns as image edges when it upsamples
+      // chroma, so they must not be columns the taps read (unless they are
+      // the image's own edges, which a full decode treats the same way).
+      region.x = std::max(0, x0 - 1);
+      region.width = std::min(sw, x1 + 1) - region.x;
+      region.y = y0;
+      region.height = y1 - y0;
+    }
+    const bool cmyk = info.colorspace == "cmyk" || info.colorspace == "ycck";
+    const uint8_t* decoded = Decode(scale, sw, sh, cmyk, &region);
+    if (decoded == nullptr) {
+      return absl::DataLossError(absl::StrCat("corrupt JPEG (", W, "x", H, " ", info.colorspace,
+                                              ", ", jpeg.size(), " bytes): ", err_.message));
+    }
+    const uint8_t* rgb = decoded;
+    if (cmyk) rgb = CmykToRgb(decoded, static_cast<size_t>(region.width) * region.height);
+    Resample(rgb, region, flip, dst.data());
+
+    last_ = ImageTrace{std::move(info), crop, flip, scale.num, scale.denom, sw, sh, region};
     return absl::OkStatus();
   }
 
  private:
-  // TurboJPEG 2.1 leaves a handle mid-stream after an error (its
-  // tjDecompressHeader3 does not abort the decompressor), so the next image
-  // would fail with "Bogus marker length": start over with a fresh handle.
-  // Only on the error path.
-  Status ResetHandle() {
-    tjhandle fresh = tjInitDecompress();
-    if (fresh == nullptr) return absl::InternalError("tjInitDecompress failed");
-    tjDestroy(handle_);
-    handle_ = fresh;
-    return absl::OkStatus();
+  std::string JpegMessage(std::string_view prefix) const {
+    return absl::StrCat(AsAbsl(prefix), err_.message);
   }
 
-  std::string TjError() {
-    const char* msg = tjGetErrorStr2(handle_);
-    return msg != nullptr ? std::string(msg) : std::string("unknown TurboJPEG error");
+  // [min start, max end) of the source samples the taps read.
+  static std::pair<int, int> Span(const Taps& t) {
+    int lo = t.start[0], hi = t.start[0] + t.count[0];
+    for (size_t i = 1; i < t.start.size(); ++i) {
+      lo = std::min(lo, t.start[i]);
+      hi = std::max(hi, t.start[i] + t.count[i]);
+    }
+    return {lo, hi};
+  }
+
+  // Parses the header into cinfo_ and checks it. On success cinfo_ is
+  // mid-decompression (the caller aborts or decodes); on error it is reset.
+  Result<JpegInfo> Header(std::span<const uint8_t> jpeg) {
+    if (jpeg.empty()) return absl::InvalidArgumentError("empty JPEG (0 bytes)");
+    if (!ParseHeader(jpeg)) {
+      return absl::DataLossError(absl::StrCat("not a decodable JPEG (", jpeg.size(),
+                                              " bytes): bad header: ", err_.message));
+    }
+    const int64_t w = cinfo_.image_width, h = cinfo_.image_height;
+    const char* name = ColorspaceName(cinfo_.jpeg_color_space);
+    Status bad;
+    if (name == nullptr) {
+      bad = absl::DataLossError(absl::StrCat("JPEG header: unknown colorspace ",
+                                             static_cast<int>(cinfo_.jpeg_color_space), " (",
+                                             cinfo_.num_components, " components)"));
+    } else if (w <= 0 || h <= 0) {
+      bad = absl::DataLossError(absl::StrCat("JPEG header declares ", w, "x", h, " pixels"));
+    } else if (w * h > options_.max_pixels) {
+      bad = absl::InvalidArgumentError(absl::StrCat("JPEG header declares ", w, "x", h, " = ",
+                                                    w * h, " pixels, above max_pixels ",
+                                                    options_.max_pixels));
+    }
+    if (!bad.ok()) {
+      jpeg_abort_decompress(&cinfo_);
+      return bad;
+    }
+    return JpegInfo{static_cast<int>(w), static_cast<int>(h), name};
+  }
+
+  // false (message in err_) on error, with cinfo_ reset.
+  bool ParseHeader(std::span<const uint8_t> jpeg) {
+    err_.stop_on_warning = !options_.allow_warnings;
+    if (setjmp(err_.jump)) {
+      jpeg_abort_decompress(&cinfo_);
+      return false;
+    }
+    jpeg_mem_src(&cinfo_, jpeg.data(), static_cast<unsigned long>(jpeg.size()));
+    jpeg_read_header(&cinfo_, TRUE);
+    return true;
+  }
+
+  // REQUIRES: cinfo_ holds a parsed header (Header succeeded).
+  // Decodes rows [r->y, r->y + r->height) and at least columns
+  // [r->x, r->x + r->width) of the image at `scale` (sw x sh pixels), RGB
+  // or (cmyk) CMYK. libjpeg widens the columns to iMCU boundaries; *r is
+  // updated to the region actually decoded, which the returned buffer holds
+  // row by row. Rows below the region are not read: the decompression is
+  // aborted there (or finished, reading up to EOI, when the region reaches
+  // the last row). Returns nullptr (message in err_) on error. Either way
+  // cinfo_ is ready for the next image.
+  const uint8_t* Decode(Scale scale, int sw, int sh, bool cmyk, CropBox* r) {
+    if (setjmp(err_.jump)) {
+      jpeg_abort_decompress(&cinfo_);
+      return nullptr;
+    }
+    cinfo_.scale_num = scale.num;
+    cinfo_.scale_denom = scale.denom;
+    cinfo_.dct_method = options_.fast_dct ? JDCT_IFAST : JDCT_ISLOW;
+    cinfo_.out_color_space = cmyk ? JCS_CMYK : JCS_RGB;
+    cinfo_.progress = &progress_;
+    jpeg_start_decompress(&cinfo_);
+    if (static_cast<int>(cinfo_.output_width) != sw ||
+        static_cast<int>(cinfo_.output_height) != sh ||
+        cinfo_.output_components != (cmyk ? 4 : 3)) {
+      std::snprintf(err_.message, sizeof(err_.message),
+                    "libjpeg decodes %ux%u x %d, expected %dx%d", cinfo_.output_width,
+                    cinfo_.output_height, cinfo_.output_components, sw, sh);
+      jpeg_abort_decompress(&cinfo_);
+      return nullptr;
+    }
+    if (r->width < sw) {
+      JDIMENSION x = static_cast<JDIMENSION>(r->x), width = static_cast<JDIMENSION>(r->width);
+      jpeg_crop_scanline(&cinfo_, &x, &width);
+      r->x = static_cast<int>(x);
+      r->width = static_cast<int>(width);
+    }
+    const size_t stride = static_cast<size_t>(cinfo_.output_width) * cinfo_.output_components;
+    uint8_t* out = decoded_.Get(stride * r->height);
+    JSAMPROW* rows = row_pointers_.Get(r->height);
+    for (int i = 0; i < r->height; ++i) rows[i] = out + stride * i;
+    const JDIMENSION first = static_cast<JDIMENSION>(r->y);
+    const JDIMENSION end = first + static_cast<JDIMENSION>(r->height);
+    if (first > 0 && jpeg_skip_scanlines(&cinfo_, first) != first) {
+      std::snprintf(err_.message, sizeof(err_.message), "could not skip to row %u", first);
+      jpeg_abort_decompress(&cinfo_);
+      return nullptr;
+    }
+    while (cinfo_.output_scanline < end) {
+      const JDIMENSION at = cinfo_.output_scanline;
+      if (jpeg_read_scanlines(&cinfo_, rows + (at - first), end - at) == 0) {
+        std::snprintf(err_.message, sizeof(err_.message), "no progress at row %u", at);
+        jpeg_abort_decompress(&cinfo_);
+        return nullptr;
+      }
+    }
+    if (cinfo_.output_scanline == cinfo_.output_height) {
+      jpeg_finish_decompress(&cinfo_);
+    } else {
+      jpeg_abort_decompress(&cinfo_);
+    }
+    return out;
   }
 
   // libjpeg(-turbo) hands CMYK/YCCK out as stored; JPEGs from Adobe
@@ -260,17 +410,20 @@ class ImagePipelineImpl final : public ImagePipeline {
 
   // Separable resample: horizontal pass over the source rows the vertical
   // taps need into a float scratch, then the vertical pass writes the output.
-  void Resample(const uint8_t* src, int src_width, bool flip, uint8_t* dst) {
+  // `src` holds `region` of the decoded image (RGB, region.width pixels a
+  // row); the taps are in decoded-image coordinates and lie inside it.
+  void Resample(const uint8_t* src, const CropBox& region, bool flip, uint8_t* dst) {
     const int ow = options_.width, oh = options_.height;
     const int y0 = ytaps_.start[0];
     const int y1 = ytaps_.start[oh - 1] + ytaps_.count[oh - 1];
+    const size_t src_stride = static_cast<size_t>(region.width) * 3;
     float* rows = rows_.Get(static_cast<size_t>(y1 - y0) * ow * 3);
     for (int y = y0; y < y1; ++y) {
-      const uint8_t* s = src + static_cast<size_t>(y) * src_width * 3;
+      const uint8_t* s = src + static_cast<size_t>(y - region.y) * src_stride;
       float* r = rows + static_cast<size_t>(y - y0) * ow * 3;
       for (int x = 0; x < ow; ++x) {
         const float* w = &xtaps_.w[static_cast<size_t>(x) * xtaps_.stride];
-        const uint8_t* p = s + static_cast<size_t>(xtaps_.start[x]) * 3;
+        const uint8_t* p = s + static_cast<size_t>(xtaps_.start[x] - region.x) * 3;
         float a0 = 0, a1 = 0, a2 = 0;
         for (int k = 0, n = xtaps_.count[x]; k < n; ++k) {
           a0 += w[k] * p[3 * k];
@@ -327,12 +480,16 @@ class ImagePipelineImpl final : public ImagePipeline {
   }
 
   const ImageOptions options_;
-  tjhandle handle_;
-  std::vector<tjscalingfactor> factors_;
+  // Declared before cinfo_'s users; cinfo_.err points at err_.
+  JpegErrors err_;
+  jpeg_progress_mgr progress_ = {};
+  jpeg_decompress_struct cinfo_ = {};
+  bool created_ = false;
   float mul_[3];
   float add_[3];
   Scratch<uint8_t> decoded_;
   Scratch<uint8_t> rgb_;
+  Scratch<JSAMPROW> row_pointers_;
   Scratch<float> rows_;
   Scratch<float> acc_;
   Taps xtaps_;
@@ -437,11 +594,9 @@ bool SampleFlip(uint64_t key, const ImageOptions& o) {
 
 Result<std::unique_ptr<ImagePipeline>> ImagePipeline::Create(const ImageOptions& options) {
   FW_RETURN_IF_ERROR(options.Validate());
-  tjhandle handle = tjInitDecompress();
-  if (handle == nullptr) {
-    return absl::InternalError(absl::StrCat("tjInitDecompress failed: ", tjGetErrorStr2(nullptr)));
-  }
-  return std::unique_ptr<ImagePipeline>(new ImagePipelineImpl(options, handle));
+  auto pipeline = std::make_unique<ImagePipelineImpl>(options);
+  FW_RETURN_IF_ERROR(pipeline->Init());
+  return std::unique_ptr<ImagePipeline>(std::move(pipeline));
 }
 
 }  // namespace flywheel::loader

@@ -1,4 +1,4 @@
-// The loader's JPEG pipeline: decode (libjpeg-turbo's TurboJPEG API), crop
+// The loader's JPEG pipeline: decode (libjpeg-turbo's libjpeg API), crop
 // (random-resized-crop for training, a centred crop for evaluation), flip,
 // resize, and write uint8 or normalized float32 pixels, HWC or CHW, straight
 // into a caller-provided buffer (the loader's batch slot).
@@ -10,7 +10,7 @@
 // specified in docs/transforms.md; the sections are named below.
 //
 // Thread-safety: ImageOptions, SampleCrop and SampleFlip are pure. An
-// ImagePipeline is not thread-safe: it owns a TurboJPEG handle and reusable
+// ImagePipeline is not thread-safe: it owns a libjpeg decompressor and reusable
 // scratch buffers, so the loader keeps one per decode thread. Distinct
 // pipelines may run concurrently.
 #pragma once
@@ -96,9 +96,18 @@ struct ImageOptions {
   // size: the IDCT does most of the downscaling for a fraction of the cost.
   // false = always decode at full size.
   bool scaled_decode = true;
-  // Use the fast integer IDCT (TJFLAG_FASTDCT): a little faster, slightly
+  // Use the fast integer IDCT (JDCT_IFAST): a little faster, slightly
   // less accurate. Default false (the accurate IDCT, as PIL uses).
   bool fast_dct = false;
+  // Decode only the part of the (scaled) image the resize reads: the crop's
+  // rows and columns, widened to libjpeg's iMCU column boundaries
+  // (jpeg_crop_scanline), skipping the rows above (jpeg_skip_scanlines:
+  // entropy decoding only) and stopping after the crop's last row. The
+  // output is the same as a full decode (docs/transforms.md#steps), except
+  // that data below the crop is never read, so corruption there goes
+  // unnoticed (the pixels produced all come from real data). false = decode
+  // every row and column (for comparison and benchmarks).
+  bool crop_decode = true;
   // libjpeg warnings (premature end of data, extraneous bytes before a
   // marker, ...) mean the pixels may be partly made up. false (default):
   // they are errors, and decoding stops at the first one. true: accepted,
@@ -145,15 +154,18 @@ struct ImageTrace {
   bool flipped = false;
   int scale_num = 1;  // the decode ran at scale_num / scale_denom
   int scale_denom = 1;
-  int decoded_width = 0;  // size of the (scaled) decoded image
+  int decoded_width = 0;  // size of the (scaled) image
   int decoded_height = 0;
+  // The part of the scaled image that was decoded (all of it unless
+  // crop_decode), in scaled pixels.
+  CropBox decoded_region;
 };
 
 // Decodes and transforms JPEG images into caller-provided buffers.
 class ImagePipeline {
  public:
-  // InvalidArgument if the options are invalid; Internal if TurboJPEG
-  // cannot allocate a handle.
+  // InvalidArgument if the options are invalid; Internal if libjpeg
+  // cannot allocate a decompressor.
   static Result<std::unique_ptr<ImagePipeline>> Create(const ImageOptions& options);
   virtual ~ImagePipeline() = default;
 

@@ -303,6 +303,95 @@ TEST(ImagePipelineTest, ScaledDecodePicksTheSmallestSufficientScale) {
   EXPECT_EQ(center->last().scale_num * 2, center->last().scale_denom);
 }
 
+// Decoding only the crop's region (jpeg_crop_scanline / jpeg_skip_scanlines,
+// stopping after the crop) gives the same bytes as decoding everything: the
+// region covers every pixel the resize reads, plus a column of margin so
+// that chroma upsampling never sees a region edge. Covers 4:2:0 (fancy
+// upsampling at scale 1), 4:4:4, progressive, grayscale and YCCK, at every
+// decode scale, uint8 and float32.
+TEST(ImagePipelineTest, CropDecodeGivesTheSameBytesAsAFullDecode) {
+  std::vector<std::vector<uint8_t>> jpegs;
+  for (const EncodeOptions& eo : {EncodeOptions{90, true, false}, EncodeOptions{90, false, false},
+                                  EncodeOptions{85, true, true}}) {
+    for (auto& j : testing_util::SyntheticJpegCorpus(3, 0, eo)) jpegs.push_back(std::move(j));
+  }
+  {
+    int w = 0, h = 0;
+    testing_util::SyntheticSize(7, &w, &h);
+    const auto rgb = testing_util::SyntheticImage(7, w, h);
+    std::vector<uint8_t> gray(static_cast<size_t>(w) * h), cmyk(gray.size() * 4);
+    for (size_t i = 0; i < gray.size(); ++i) {
+      gray[i] = rgb[3 * i + 1];
+      for (int c = 0; c < 3; ++c) cmyk[4 * i + c] = rgb[3 * i + c];
+      cmyk[4 * i + 3] = static_cast<uint8_t>(255 - rgb[3 * i] / 4);
+    }
+    jpegs.push_back(Jpeg(gray, w, h, JpegColor::kGray));
+    jpegs.push_back(Jpeg(cmyk, w, h, JpegColor::kCmyk));
+  }
+  int scales_seen = 0;
+  for (int size : {16, 40, 64, 200}) {
+    for (PixelType dtype : {PixelType::kUint8, PixelType::kFloat32}) {
+      ImageOptions o;
+      o.height = o.width = size;
+      o.dtype = dtype;
+      auto crop = Pipeline(o);
+      o.crop_decode = false;
+      auto full = Pipeline(o);
+      std::vector<uint8_t> a(crop->output_bytes()), b(a.size());
+      for (size_t j = 0; j < jpegs.size(); ++j) {
+        for (uint64_t key = 0; key < 12; ++key) {
+          ASSERT_TRUE(crop->Run(jpegs[j], key, a).ok());
+          ASSERT_TRUE(full->Run(jpegs[j], key, b).ok());
+          ASSERT_EQ(a, b) << "image " << j << " key " << key << " size " << size;
+          const ImageTrace& t = crop->last();
+          EXPECT_EQ(full->last().decoded_region,
+                    (CropBox{0, 0, t.decoded_width, t.decoded_height}));
+          scales_seen |= 1 << (8 * t.scale_num / t.scale_denom);
+        }
+      }
+    }
+  }
+  EXPECT_EQ(scales_seen, (1 << 1) | (1 << 2) | (1 << 3) | (1 << 4) | (1 << 8));
+}
+
+TEST(ImagePipelineTest, CropDecodeDecodesOnlyAroundTheCrop) {
+  const auto jpeg = Jpeg(Gradient(256, 256), 256, 256);
+  ImageOptions o = Small(CropMode::kCenter, 32);
+  o.center_fraction = 0.25;  // crop {96, 96, 64, 64}, decoded at 1/2
+  auto p = Pipeline(o);
+  std::vector<uint8_t> out(p->output_bytes());
+  ASSERT_TRUE(p->Run(jpeg, 0, out).ok());
+  const ImageTrace& t = p->last();
+  ASSERT_EQ(t.crop, (CropBox{96, 96, 64, 64}));
+  ASSERT_EQ(t.decoded_width, 128);
+  // Columns: the scaled crop [48, 80), the tent's reach (1 px each side),
+  // a 1 px margin, then widened left to an iMCU boundary (4 scaled px: 4:4:4
+  // at 1/2): [44, 82). Rows: exactly the taps' [47, 81).
+  EXPECT_EQ(t.decoded_region, (CropBox{44, 47, 38, 34}));
+}
+
+// Data below the crop is never read with crop_decode, so a file truncated
+// below the crop decodes (every pixel produced comes from real data); a
+// full decode reports the truncation.
+TEST(ImagePipelineTest, CropDecodeDoesNotReadBelowTheCrop) {
+  const auto jpeg = testing_util::SyntheticJpegCorpus(1)[0];
+  const std::vector<uint8_t> head(jpeg.begin(), jpeg.begin() + jpeg.size() * 6 / 10);
+  ImageOptions o = Small(CropMode::kRandomResized, 16);
+  auto p = Pipeline(o);
+  std::vector<uint8_t> out(p->output_bytes());
+  // A key whose crop ends in the top half.
+  uint64_t key = 0;
+  for (;; ++key) {
+    ASSERT_LT(key, 1000u);
+    ASSERT_TRUE(p->Run(jpeg, key, out).ok());
+    const CropBox c = p->last().crop;
+    if ((c.y + c.height) * 2 < p->last().info.height) break;
+  }
+  EXPECT_TRUE(p->Run(head, key, out).ok());
+  o.crop_decode = false;
+  EXPECT_EQ(Pipeline(o)->Run(head, key, out).code(), absl::StatusCode::kDataLoss);
+}
+
 TEST(ImagePipelineTest, SameKeyGivesIdenticalBytesAcrossPipelines) {
   const auto corpus = testing_util::SyntheticJpegCorpus(3);
   ImageOptions o;
