@@ -101,7 +101,7 @@ def pack_tokens(offsets: np.ndarray, values: np.ndarray, seq_len: int, *, eos_to
     start unless ``positions_continue``) and ``mask`` (1 = real token), each
     ``[num_blocks, seq_len]``; ``first_document`` (``[num_blocks]``, the
     document each block starts in) and ``truncated_tokens`` (tokens dropped
-    with ``split_documents=False``). Semantics: docs/transforms.md, "Packing".
+    with ``split_documents=False``). Semantics: docs/transforms.md, "Token packing".
     """
     return _core.pack_tokens(np.asarray(offsets, dtype=np.int64), np.asarray(values, dtype=np.int32),
                              int(seq_len), bool(split_documents), eos_token, int(pad_token),
