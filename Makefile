@@ -14,7 +14,7 @@ SAN ?=
 JOBS ?= $(shell nproc)
 FUZZ_SECONDS ?= 30
 # Per fuzz target inside `make test` (kept short: 11 targets run one after another).
-TEST_FUZZ_SECONDS ?= 15
+TEST_FUZZ_SECONDS ?= 10
 STRESS_SECONDS ?= 30
 CTEST_ARGS ?=
 
