@@ -353,6 +353,17 @@ def test_checkpoint_then_a_new_server_restores_the_tables(tmp_path):
     with replay.Server(_tables(), checkpoint_dir=ckpt, restore=False) as server:
         assert server.restored_checkpoint is None and len(server.tables["p"]) == 0
 
+    # The checkpoint is a dataset: flywheel.Loader reads its items and chunks
+    # tables like any other table (offline RL).
+    import flywheel
+    items = flywheel.Loader(f"{c2['path']}/items", batch_size=5, shuffle=False, columns=["table", "key", "priority"])
+    rows = [(t, k, pr) for b in items for t, k, pr in zip(b["table"], b["key"], b["priority"])]
+    # q: 4 unread items x 2 columns; p: 4 items x 1 column
+    assert len(rows) == 4 * 2 + 4 and len({k for t, k, _ in rows if t == "p"}) == 4
+    assert sorted(pr for t, _, pr in rows if t == "p") == [1.0, 2.0, 3.0, 4.0]
+    chunks = flywheel.Loader(f"{c2['path']}/chunks", batch_size=64, seed=0)
+    assert sum(len(b["key"]) for b in chunks) == flywheel.Table.open(f"{c2['path']}/chunks").num_rows > 0
+
 
 # --------------------------------------------------------------------------- sharding
 
