@@ -1,15 +1,16 @@
 // In-process replay benchmarks (the replay issue's "In-process" figures).
 //
 // Workloads (--benchmarks=small,large,latency):
-//   small    1-step items of 4 float32: inserts/s into a Uniform table up to
-//            --items (default 1M), then samples/s at that size from Uniform
-//            and Prioritized(0.6) tables. Baseline (same run): the simplest
+//   small    1-step items of 4 float32: inserts/s into a Uniform and a
+//            Prioritized(0.6) table up to --items (default 1M), then
+//            samples/s from each at that size. Baseline (same run): the simplest
 //            in-process store — a mutex-guarded std::unordered_map of
 //            key -> 16 bytes, inserting and reading uniformly random keys.
 //   large    1-step items of one 84x84x4 uint8 frame (Atari-like: smooth
 //            image plus noise), lz4 chunks: inserts/s and GB/s of frames for
-//            --large_items (default 20000), samples/s with decode GB/s.
-//            Baseline: memcpy of the same frame bytes (GB/s).
+//            --large_items (default 20000), samples/s with decode GB/s,
+//            Uniform and Prioritized(0.6). Baselines: lz4 compress /
+//            decompress of the same frames (and memcpy, in the note).
 //   latency  single-sample latency p50/p99 at --items from a Prioritized(0.6)
 //            table; baseline: the same percentile of a locked unordered_map
 //            lookup + 16-byte copy.
@@ -111,9 +112,13 @@ void RunSmall(const Flags& flags, Report& report) {
   uniform.reset();
 
   auto prio = MakeTable("prioritized", replay::NewPrioritizedSelector(0.6, 1), n);
+  t0 = Now();
   for (int64_t i = 0; i < n; ++i) {
     Check(prio->Insert(SmallItem(static_cast<uint64_t>(i) + 1, 0.1 + static_cast<double>(i % 1000))), "insert");
   }
+  const double fw_prio_insert = static_cast<double>(n) / (Now() - t0);
+  report.Add({"small/insert-prioritized", "items/s", fw_prio_insert, "locked unordered_map insert", base_insert, 0,
+              absl::StrCat(n, " items of 4 float32, priority exponent 0.6")});
   t0 = Now();
   for (int64_t i = 0; i < samples; ++i) {
     auto s = CheckResult(prio->Sample(), "sample");
@@ -139,17 +144,9 @@ void RunLarge(const Flags& flags, Report& report) {
   const DataType type = DataType::Tensor(TypeId::kUInt8, {84, 84, 4});
   std::vector<std::vector<uint8_t>> frames;
   for (int k = 0; k < 64; ++k) frames.push_back(Frame(static_cast<uint64_t>(k)));
-  auto table = MakeTable("frames", replay::NewUniformSelector(1), n);
   const double frame_bytes = static_cast<double>(frames[0].size());
-  double t0 = Now();
-  for (int64_t i = 0; i < n; ++i) {
-    auto chunk = CheckResult(Chunk::Make(static_cast<uint64_t>(i) + 1, type, 1, frames[i % 64].data()), "chunk");
-    Check(table->Insert(Item{static_cast<uint64_t>(i) + 1, 1.0, 0, {TrajectoryColumn{"frame", {std::move(chunk)}, 0, 1}}}),
-          "insert");
-  }
-  const double insert_s = Now() - t0;
   std::vector<uint8_t> dst(frames[0].size() * 64);
-  t0 = Now();
+  double t0 = Now();
   for (int64_t i = 0; i < n; ++i) std::memcpy(dst.data() + (i % 64) * frames[0].size(), frames[i % 64].data(), frames[0].size());
   const double memcpy_gbs = static_cast<double>(n) * frame_bytes / (Now() - t0) / 1e9;
   // The codec's own cost on the same frames: what an insert cannot go below.
@@ -166,18 +163,32 @@ void RunLarge(const Flags& flags, Report& report) {
                              dst.data() + (i % 64) * frames[0].size(), frames[0].size()), "unlz4");
   }
   const double unlz4_gbs = static_cast<double>(n) * frame_bytes / (Now() - t0) / 1e9;
-  report.Add({"large/insert", "GB/s", static_cast<double>(n) * frame_bytes / insert_s / 1e9, "lz4 compress of the frames",
-              lz4_gbs, 0, absl::StrCat(static_cast<int64_t>(static_cast<double>(n) / insert_s), " items/s of 84x84x4 uint8, lz4")});
-  t0 = Now();
-  for (int64_t i = 0; i < n; ++i) {
-    auto s = CheckResult(table->Sample(), "sample");
-    Check(s.item->columns[0].Decode(dst.data() + (i % 64) * frames[0].size()), "decode");
+  for (const bool prioritized : {false, true}) {
+    const std::string suffix = prioritized ? "-prioritized" : "";
+    auto table = MakeTable("frames",
+                           prioritized ? replay::NewPrioritizedSelector(0.6, 2) : replay::NewUniformSelector(1), n);
+    t0 = Now();
+    for (int64_t i = 0; i < n; ++i) {
+      auto chunk = CheckResult(Chunk::Make(static_cast<uint64_t>(i) + 1, type, 1, frames[i % 64].data()), "chunk");
+      Check(table->Insert(Item{static_cast<uint64_t>(i) + 1, 1.0 + static_cast<double>(i % 7), 0,
+                               {TrajectoryColumn{"frame", {std::move(chunk)}, 0, 1}}}),
+            "insert");
+    }
+    const double insert_s = Now() - t0;
+    report.Add({"large/insert" + suffix, "GB/s", static_cast<double>(n) * frame_bytes / insert_s / 1e9,
+                "lz4 compress of the frames", lz4_gbs, 0,
+                absl::StrCat(static_cast<int64_t>(static_cast<double>(n) / insert_s), " items/s of 84x84x4 uint8, lz4")});
+    t0 = Now();
+    for (int64_t i = 0; i < n; ++i) {
+      auto s = CheckResult(table->Sample(), "sample");
+      Check(s.item->columns[0].Decode(dst.data() + (i % 64) * frames[0].size()), "decode");
+    }
+    const double sample_s = Now() - t0;
+    report.Add({"large/sample+decode" + suffix, "GB/s", static_cast<double>(n) * frame_bytes / sample_s / 1e9,
+                "lz4 decompress of the frames", unlz4_gbs, 0,
+                absl::StrCat(static_cast<int64_t>(static_cast<double>(n) / sample_s), " items/s; memcpy of the frames ",
+                             memcpy_gbs, " GB/s")});
   }
-  const double sample_s = Now() - t0;
-  report.Add({"large/sample+decode", "GB/s", static_cast<double>(n) * frame_bytes / sample_s / 1e9,
-              "lz4 decompress of the frames", unlz4_gbs, 0,
-              absl::StrCat(static_cast<int64_t>(static_cast<double>(n) / sample_s), " items/s; memcpy of the frames ",
-                           memcpy_gbs, " GB/s")});
 }
 
 void RunLatency(const Flags& flags, Report& report) {
