@@ -9,6 +9,8 @@ import math
 import os
 import time
 
+import json
+
 import numpy as np
 import pytest
 
@@ -506,3 +508,21 @@ def test_ppo_learns_cartpole():
     elapsed = time.perf_counter() - start
     assert steps_to_150 is not None and steps_to_150 <= 30_000, (steps_to_150, finished[-20:])
     assert len(finished) >= 20 and np.mean(finished[-20:]) >= 450, (steps, elapsed, finished[-20:])
+
+
+def test_staleness_drops_or_downweights_items_beyond_the_lag_bound_and_counts_them():
+    from flywheel.rl.learner import Staleness
+    lags = np.array([0, 1, 3, 4, 7])
+    s = Staleness()
+    keep, weight = s.apply(lags, max_lag=3, mode="drop", stale_weight=0.1)
+    assert keep.tolist() == [True, True, True, False, False]
+    assert weight.tolist() == [1, 1, 1, 1, 1]
+    assert (s.seen, s.used, s.dropped, s.downweighted) == (5, 3, 2, 0)
+    keep, weight = s.apply(lags, max_lag=3, mode="downweight", stale_weight=0.25)
+    assert keep.all() and weight.tolist() == [1, 1, 1, 0.25, 0.25]
+    assert (s.seen, s.used, s.dropped, s.downweighted) == (10, 8, 2, 2)
+    assert s.lags == {0: 2, 1: 2, 3: 2, 4: 2, 7: 2}
+    assert s.percentile(0.5) == 3 and s.percentile(1.0) == 7
+    # the counters survive a checkpoint (they are saved as this dict)
+    again = Staleness.from_dict(json.loads(json.dumps(s.to_dict())))
+    assert again.to_dict() == s.to_dict()

@@ -32,7 +32,7 @@ import os
 import signal
 import sys
 import time
-from typing import Any, Dict, List, Mapping, Optional
+from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 import numpy as np
 
@@ -92,6 +92,24 @@ class Staleness:
             self.used += 1
             if outcome == "downweighted":
                 self.downweighted += 1
+
+    def apply(self, lags: np.ndarray, max_lag: int, mode: str, stale_weight: float) -> Tuple[np.ndarray, np.ndarray]:
+        """Counts each item's lag and decides its fate: items more than
+        ``max_lag`` versions behind are dropped (``mode="drop"``) or kept
+        with loss weight ``stale_weight`` (``"downweight"``). Returns
+        (keep mask, per-item weights)."""
+        keep = np.ones(len(lags), dtype=bool)
+        weight = np.ones(len(lags), dtype=np.float32)
+        for i, lag in enumerate(int(x) for x in lags):
+            if lag <= max_lag:
+                self.count(lag, "used")
+            elif mode == "drop":
+                keep[i] = False
+                self.count(lag, "dropped")
+            else:
+                weight[i] = stale_weight
+                self.count(lag, "downweighted")
+        return keep, weight
 
     def percentile(self, q: float) -> int:
         if not self.seen:
@@ -315,20 +333,8 @@ class Learner:
         data = s.data
         versions = data["version"][:, 0]
         b, t, e = data["reward"].shape
-        weight = np.ones(b, dtype=np.float32)
-        keep = np.ones(b, dtype=bool)
         lags = self.version - versions
-        for i, lag in enumerate(lags):
-            lag = int(lag)
-            if lag > self.max_policy_lag:
-                if self.stale == "drop":
-                    keep[i] = False
-                    self.staleness.count(lag, "dropped")
-                else:
-                    weight[i] = self.stale_weight
-                    self.staleness.count(lag, "downweighted")
-            else:
-                self.staleness.count(lag, "used")
+        keep, weight = self.staleness.apply(lags, self.max_policy_lag, self.stale, self.stale_weight)
         self.items += b
         self.env_steps_seen += b * t * e
         finished = data["episode_return"].reshape(-1)  # item, time, env order
