@@ -300,11 +300,22 @@ class LoaderImpl final : public Loader {
   void IssueLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void RunTicket(const std::shared_ptr<Ticket>& t);
   Status Fill(const Ticket& t, Slot* slot);
-  Status Gather(int c, const std::vector<int64_t>& sorted, const std::vector<int32_t>& tbl,
-                const std::vector<table::RowAddress>& addr, Slot* slot);
+  // Where each row of column c is stored, in `sorted` (storage) order:
+  // resolved once per batch and column for Prefetch and Gather.
+  struct RowPlace {
+    const table::ColumnSource* src;  // the shard column, or the fill (src->reader null)
+    int table;
+    int fragment;
+    int page;       // shard rows only
+    int64_t local;  // row within the page
+  };
+  Status Place(int c, const std::vector<int64_t>& sorted, const std::vector<int32_t>& tbl,
+               const std::vector<table::RowAddress>& addr, std::vector<RowPlace>* places);
+  Status Gather(int c, const std::vector<int64_t>& sorted, const std::vector<RowPlace>& places, Slot* slot);
   // Hands the pages Gather(c, ...) will read to the page source at once.
-  Status Prefetch(int c, const std::vector<int64_t>& sorted, const std::vector<int32_t>& tbl,
-                  const std::vector<table::RowAddress>& addr);
+  Status Prefetch(const std::vector<RowPlace>& places);
+  // "table <uri> version <v> fragment <id>", for errors about a page.
+  std::string PageContext(int table, int fragment) const;
   Result<const table::ColumnSource*> Source(int t, int fragment, int c);
   // Decodes the batch's image columns in place of their bytes (and drops
   // failed rows under OnError::kSkip).
@@ -707,12 +718,12 @@ Status LoaderImpl::Fill(const Ticket& t, Slot* slot) {
            std::tie(b.tables[y], addr[y].fragment, addr[y].row);
   });
   b.columns.resize(out_.size());
+  std::vector<RowPlace> places;
   for (size_t c = 0; c < out_.size(); ++c) {
     if (Stale(t)) return absl::CancelledError("superseded");
-    if (pages_->prefetches()) {
-      FW_RETURN_IF_ERROR(Prefetch(static_cast<int>(c), sorted, b.tables, addr));
-    }
-    FW_RETURN_IF_ERROR(Gather(static_cast<int>(c), sorted, b.tables, addr, slot));
+    FW_RETURN_IF_ERROR(Place(static_cast<int>(c), sorted, b.tables, addr, &places));
+    if (pages_->prefetches()) FW_RETURN_IF_ERROR(Prefetch(places));
+    FW_RETURN_IF_ERROR(Gather(static_cast<int>(c), sorted, places, slot));
   }
   slot->skipped = 0;
   if (!options_.images.empty()) {
@@ -798,42 +809,58 @@ Status LoaderImpl::TransformImages(const Ticket& t, Slot* slot) {
   return absl::OkStatus();
 }
 
-Status LoaderImpl::Prefetch(int c, const std::vector<int64_t>& sorted,
-                            const std::vector<int32_t>& tbl,
-                            const std::vector<table::RowAddress>& addr) {
-  // The same walk as Gather's, collecting each page once; `where` remembers
-  // each page's table and fragment for the error context.
-  std::vector<PageRef> refs;
-  std::vector<std::pair<int, int>> where;
-  int cur_t = -1, cur_f = -1, cur_page = -1;
+std::string LoaderImpl::PageContext(int table, int fragment) const {
+  const auto& tab = *tables_[table];
+  return absl::StrCat("table ", tab.uri(), " version ", tab.version(), " fragment ",
+                      tab.manifest().fragments[fragment].id);
+}
+
+Status LoaderImpl::Place(int c, const std::vector<int64_t>& sorted, const std::vector<int32_t>& tbl,
+                         const std::vector<table::RowAddress>& addr, std::vector<RowPlace>* places) {
+  places->resize(sorted.size());
+  int cur_t = -1, cur_f = -1;
   const table::ColumnSource* src = nullptr;
-  for (const int64_t pos : sorted) {
+  for (size_t i = 0; i < sorted.size(); ++i) {
+    const int64_t pos = sorted[i];
     const int tb = tbl[pos];
     const table::RowAddress& a = addr[pos];
     if (tb != cur_t || a.fragment != cur_f) {
       FW_ASSIGN_OR_RETURN(src, Source(tb, a.fragment, c));
       cur_t = tb;
       cur_f = a.fragment;
-      cur_page = -1;
     }
-    if (!src->reader) continue;
-    const int p = src->reader->FindPage(src->column, a.row);
-    if (p == cur_page) continue;
-    cur_page = p;
-    refs.push_back(PageRef{src->reader.get(), src->column, p});
-    where.emplace_back(tb, a.fragment);
+    RowPlace& rp = (*places)[i];
+    rp = RowPlace{src, tb, a.fragment, -1, 0};
+    if (src->reader) {
+      rp.page = src->reader->FindPage(src->column, a.row);
+      rp.local = a.row - src->reader->pages(src->column)[rp.page].first_row;
+    }
+  }
+  return absl::OkStatus();
+}
+
+Status LoaderImpl::Prefetch(const std::vector<RowPlace>& places) {
+  // Each page once; `first` remembers a row of each for the error context.
+  std::vector<PageRef> refs;
+  std::vector<size_t> first;
+  const RowPlace* prev = nullptr;
+  for (size_t i = 0; i < places.size(); ++i) {
+    const RowPlace& rp = places[i];
+    if (!rp.src->reader) continue;
+    if (prev && prev->src == rp.src && prev->page == rp.page) continue;
+    prev = &rp;
+    refs.push_back(PageRef{rp.src->reader.get(), rp.src->column, rp.page});
+    first.push_back(i);
   }
   size_t failed = 0;
   Status s = pages_->Prefetch(refs, &failed);
   if (s.ok()) return s;
-  const auto& tab = *tables_[where[failed].first];
-  return Annotate(s, absl::StrCat("table ", tab.uri(), " version ", tab.version(), " fragment ",
-                                  tab.manifest().fragments[where[failed].second].id));
+  const RowPlace& bad = places[first[failed]];
+  return Annotate(s, PageContext(bad.table, bad.fragment));
 }
 
-Status LoaderImpl::Gather(int c, const std::vector<int64_t>& sorted,
-                          const std::vector<int32_t>& tbl,
-                          const std::vector<table::RowAddress>& addr, Slot* slot) {
+Status LoaderImpl::Gather(int c, const std::vector<int64_t>& sorted, const std::vector<RowPlace>& places,
+                          Slot* slot) {
   const OutColumn& oc = out_[c];
   const int64_t n = static_cast<int64_t>(sorted.size());
   BatchColumn& bc = slot->batch.columns[c];
@@ -855,32 +882,21 @@ Status LoaderImpl::Gather(int c, const std::vector<int64_t>& sorted,
   // Walks rows in storage order, calling row(pos, page column, local row)
   // with the page holding each row (or the fill column and row 0).
   auto walk = [&](auto&& row) -> Status {
-    int cur_t = -1, cur_f = -1, cur_page = -1;
-    const table::ColumnSource* src = nullptr;
+    const RowPlace* cur = nullptr;
     Column page;
     for (int64_t i = 0; i < n; ++i) {
       const int64_t pos = sorted[i];
-      const int tb = tbl[pos];
-      const table::RowAddress& a = addr[pos];
-      if (tb != cur_t || a.fragment != cur_f) {
-        FW_ASSIGN_OR_RETURN(src, Source(tb, a.fragment, c));
-        cur_t = tb;
-        cur_f = a.fragment;
-        cur_page = -1;
-      }
-      if (!src->reader) {
-        row(pos, src->fill, int64_t{0});
+      const RowPlace& rp = places[i];
+      if (!rp.src->reader) {
+        row(pos, rp.src->fill, int64_t{0});
         continue;
       }
-      const int p = src->reader->FindPage(src->column, a.row);
-      if (p != cur_page) {
-        const auto& tab = *tables_[tb];
-        FW_ASSIGN_OR_RETURN_CTX(page, pages_->Page(*src->reader, src->column, p), "table ",
-                                tab.uri(), " version ", tab.version(), " fragment ",
-                                tab.manifest().fragments[a.fragment].id);
-        cur_page = p;
+      if (!cur || cur->src != rp.src || cur->page != rp.page) {
+        FW_ASSIGN_OR_RETURN_CTX(page, pages_->Page(*rp.src->reader, rp.src->column, rp.page),
+                                PageContext(rp.table, rp.fragment));
+        cur = &rp;
       }
-      row(pos, page, a.row - src->reader->pages(src->column)[p].first_row);
+      row(pos, page, rp.local);
     }
     return absl::OkStatus();
   };
