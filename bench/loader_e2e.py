@@ -27,7 +27,6 @@ once first). Writes bench/results/loader.json.
 """
 
 import argparse
-import glob
 import json
 import os
 import platform
@@ -59,8 +58,8 @@ def machine():
 
 
 def data_files(path):
-    return sorted(f for f in glob.glob(os.path.join(path, "**", "*"), recursive=True)
-                  if os.path.isfile(f) and "/_" not in f[len(path):])
+    from flywheel.loader import _table_files
+    return _table_files([path])
 
 
 def make_cifar(dirpath, rows):
@@ -91,22 +90,11 @@ def make_cifar(dirpath, rows):
     return tpath, img_path, lab_path
 
 
-def raw_read(files, block=1 << 20):
-    """Sequential read() of every byte of `files`; returns (bytes, seconds)."""
-    total, t0 = 0, time.perf_counter()
-    buf = bytearray(block)
-    mv = memoryview(buf)
-    for f in files:
-        fd = os.open(f, os.O_RDONLY)
-        try:
-            while True:
-                n = os.readv(fd, [mv])
-                if n <= 0:
-                    break
-                total += n
-        finally:
-            os.close(fd)
-    return total, time.perf_counter() - t0
+def raw_read(files):
+    """Sequential read() of every byte of `files` (the same read the loader's
+    stats() uses for its ceiling); returns (bytes, seconds)."""
+    from flywheel.loader import _read_files
+    return _read_files(files)
 
 
 def flywheel_epochs(tpath, shuffle_mode, threads=2, seed=0, epochs=2):

@@ -27,7 +27,7 @@ from __future__ import annotations
 import json
 import os
 import time
-from typing import Any, Callable, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Union
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
@@ -54,17 +54,20 @@ def _table_ref(t: TableLike, version: Optional[int], tag: Optional[str]):
     return (os.fspath(t), version, tag)
 
 
-def _measure_read_bandwidth(paths: Sequence[str], budget: int = 64 << 20) -> float:
-    """Sequential read() bandwidth of the tables' data files (up to ``budget``
-    bytes, 1 MiB reads; the page cache as it is): the ceiling stats() compares
-    the loader's throughput with."""
+def _table_files(paths: Sequence[str]) -> List[str]:
+    """The data files of the tables at ``paths`` (not their ``_versions`` etc.)."""
     files = []
     for p in paths:
         for d, dirs, names in os.walk(p):
-            dirs[:] = [x for x in dirs if not x.startswith("_")]
+            dirs[:] = sorted(x for x in dirs if not x.startswith("_"))
             files.extend(os.path.join(d, n) for n in sorted(names) if not n.startswith("_"))
-    buf = bytearray(1 << 20)
-    mv = memoryview(buf)
+    return files
+
+
+def _read_files(files: Sequence[str], budget: Optional[int] = None) -> Tuple[int, float]:
+    """Sequential read() of ``files`` in 1 MiB reads into one buffer, up to
+    ``budget`` bytes (None: all); returns (bytes, seconds)."""
+    mv = memoryview(bytearray(1 << 20))
     total, t0 = 0, time.perf_counter()
     for f in files:
         try:
@@ -72,16 +75,23 @@ def _measure_read_bandwidth(paths: Sequence[str], budget: int = 64 << 20) -> flo
         except OSError:
             continue
         try:
-            while total < budget:
+            while budget is None or total < budget:
                 n = os.readv(fd, [mv])
                 if n <= 0:
                     break
                 total += n
         finally:
             os.close(fd)
-        if total >= budget:
+        if budget is not None and total >= budget:
             break
-    dt = time.perf_counter() - t0
+    return total, time.perf_counter() - t0
+
+
+def _measure_read_bandwidth(paths: Sequence[str], budget: int = 64 << 20) -> float:
+    """Sequential read() bandwidth of the tables' data files (up to ``budget``
+    bytes; the page cache as it is): the ceiling stats() compares the
+    loader's throughput with."""
+    total, dt = _read_files(_table_files(paths), budget)
     return total / dt if total and dt > 0 else 0.0
 
 
