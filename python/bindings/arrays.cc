@@ -195,9 +195,10 @@ Column ListFromPython(const Field& f, py::handle values_obj, py::handle offsets_
   return c;
 }
 
-// A read-only ndarray over `data` (inside `buf`) that keeps `buf.owner` alive.
+// An ndarray over `data` (inside `buf`) that keeps `buf.owner` alive;
+// read-only unless `writable`.
 py::array View(const Buffer& buf, const uint8_t* data, const py::dtype& dtype,
-               std::vector<py::ssize_t> shape) {
+               std::vector<py::ssize_t> shape, bool writable) {
   py::ssize_t count = 1;
   for (py::ssize_t d : shape) count *= d;
   py::array a;
@@ -216,7 +217,7 @@ py::array View(const Buffer& buf, const uint8_t* data, const py::dtype& dtype,
     });
     a = py::array(dtype, shape, {}, data, base);
   }
-  a.attr("setflags")(py::arg("write") = false);
+  if (!writable) a.attr("setflags")(py::arg("write") = false);
   return a;
 }
 
@@ -258,13 +259,13 @@ Column ColumnFromPython(const Field& f, py::handle data) {
   }
 }
 
-py::tuple ColumnToPython(const Column& c) {
+py::tuple ColumnToPython(const Column& c, bool writable) {
   const DataType& type = c.type;
   const int64_t n = c.length;
   if (type.is_fixed_width()) {
     std::vector<py::ssize_t> shape{n};
     for (int64_t d : type.shape) shape.push_back(d);
-    return py::make_tuple(View(c.values, c.values.data, DTypeOf(type.id), shape), py::none(),
+    return py::make_tuple(View(c.values, c.values.data, DTypeOf(type.id), shape, writable), py::none(),
                           MaskOf(c));
   }
   const int64_t* o = c.offsets_data();
@@ -293,7 +294,7 @@ py::tuple ColumnToPython(const Column& c) {
   const int64_t last = n == 0 || o == nullptr ? 0 : o[n];
   py::array offsets;
   if (first == 0 && o != nullptr) {
-    offsets = View(c.offsets, c.offsets.data, kInt64, {n + 1});
+    offsets = View(c.offsets, c.offsets.data, kInt64, {n + 1}, writable);
   } else {
     py::array_t<int64_t> rebased(n + 1);
     int64_t* r = rebased.mutable_data();
@@ -304,7 +305,7 @@ py::tuple ColumnToPython(const Column& c) {
   const py::dtype elem = DTypeOf(type.elem);
   const uint8_t* vdata =
       c.values.data == nullptr ? nullptr : c.values.data + first * elem.itemsize();
-  py::array values = View(c.values, vdata, elem, {last - first});
+  py::array values = View(c.values, vdata, elem, {last - first}, writable);
   return py::make_tuple(std::move(values), std::move(offsets), MaskOf(c));
 }
 

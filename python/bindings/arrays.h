@@ -12,7 +12,7 @@
 // Outputs are views, not copies: a fixed-width or list values array points
 // into the Column's Buffer and owns a capsule holding the Buffer's owner
 // (shared_ptr), so a page of a memory-mapped shard stays mapped for as long
-// as any array over it lives. Output arrays are read-only.
+// as any array over it lives. Output arrays are read-only (unless asked).
 //
 // Inputs are views too: a Column built from an ndarray keeps a reference to
 // the array (released under the GIL), so appending does not copy the data.
@@ -33,8 +33,10 @@ namespace flywheel::python {
 // field, bad offsets), each naming the column.
 format::Column ColumnFromPython(const format::Field& field, pybind11::handle data);
 
-// Column tuple (values, offsets, mask) over the column's buffers.
-pybind11::tuple ColumnToPython(const format::Column& c);
+// Column tuple (values, offsets, mask) over the column's buffers. The arrays
+// are read-only unless `writable` (for buffers nothing else reads, such as a
+// loader batch handed to its consumer).
+pybind11::tuple ColumnToPython(const format::Column& c, bool writable = false);
 
 // numpy dtype of a scalar type ("int64", "float16", "bool", ...).
 pybind11::dtype DTypeOf(format::TypeId id);

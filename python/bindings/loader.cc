@@ -2,7 +2,7 @@
 // python/flywheel/loader.py, which holds the public API and its docs.
 //
 // A batch crosses as (epoch, position, columns, indices, tables): `columns`
-// maps each name to a column tuple (arrays.h), whose arrays are read-only
+// maps each name to a column tuple (arrays.h), whose arrays are writable
 // views into the loader-owned batch buffers; each view's base capsule holds a
 // reference to the batch, so the buffers live as long as any array over them
 // (zero-copy, no Python copy). Next() releases the GIL while it waits.
@@ -59,31 +59,14 @@ py::array CopyVector(const std::vector<T>& v) {
   return a;
 }
 
-// A writable ndarray over a fixed-width column without nulls. The batch's
-// buffers belong to this batch alone (nothing else reads them once it is
-// handed out), so the consumer may write into them, e.g. to normalise in
-// place, and torch.from_numpy / DLPack can take them without a copy.
-py::tuple FixedColumn(const BatchColumn& bc, int64_t rows, const std::shared_ptr<const void>& owner) {
-  std::vector<py::ssize_t> shape{rows};
-  for (int64_t d : bc.type.shape) shape.push_back(d);
-  const py::dtype dtype = DTypeOf(bc.type.id);
-  if (rows == 0 || bc.values == nullptr) return py::make_tuple(py::array(dtype, shape), py::none(), py::none());
-  auto* holder = new std::shared_ptr<const void>(owner);
-  py::capsule base(holder, "flywheel.Batch", [](PyObject* cap) {
-    delete static_cast<std::shared_ptr<const void>*>(PyCapsule_GetPointer(cap, "flywheel.Batch"));
-  });
-  // The loader allocated these buffers writable; Batch only hands them out const.
-  auto* data = const_cast<uint8_t*>(bc.values);
-  return py::make_tuple(py::array(dtype, shape, {}, data, base), py::none(), py::none());
-}
-
 py::object BatchToPython(std::shared_ptr<const Batch> batch) {
   std::shared_ptr<const void> owner = batch;
   py::dict columns;
   for (const BatchColumn& bc : batch->columns) {
-    columns[py::str(bc.name)] = bc.type.is_fixed_width() && bc.validity == nullptr
-                                    ? FixedColumn(bc, batch->num_rows, owner)
-                                    : ColumnToPython(ColumnOf(bc, batch->num_rows, owner));
+    // Writable: a batch's buffers belong to it alone once handed out, so
+    // the consumer may write into them (normalise in place) and
+    // torch.from_numpy / DLPack take them without a copy.
+    columns[py::str(bc.name)] = ColumnToPython(ColumnOf(bc, batch->num_rows, owner), /*writable=*/true);
   }
   return py::make_tuple(batch->epoch, batch->position, std::move(columns), CopyVector(batch->indices),
                         CopyVector(batch->tables));

@@ -173,11 +173,14 @@ class Loader:
             images = []
         self._transforms = self._normalize_transforms(transforms)
         try:
-            self._core = self._open(refs, columns, batch_size, shuffle, shuffle_mode, block_rows, window_blocks, seed,
-                                    epoch, rank, world_size, drop_last, num_threads, prefetch_bytes,
-                                    mixture_weights, samples_per_epoch,
-                                    [(im.column, im.options) for im in images], str(on_error),
-                                    bool(use_io_uring))
+            self._core = _core.Loader.open(
+                tables=refs, columns=list(columns) if columns is not None else [], batch_size=int(batch_size),
+                shuffle=bool(shuffle), shuffle_mode=str(shuffle_mode), block_rows=int(block_rows),
+                window_blocks=int(window_blocks), seed=int(seed), epoch=int(epoch), rank=int(rank),
+                world_size=int(world_size), drop_last=bool(drop_last), num_threads=int(num_threads),
+                prefetch_bytes=int(prefetch_bytes), mixture_weights=[float(w) for w in (mixture_weights or [])],
+                samples_per_epoch=int(samples_per_epoch), images=[(im.column, im.options) for im in images],
+                on_error=str(on_error), use_io_uring=bool(use_io_uring))
         except FileNotFoundError as e:
             if "has no column" in str(e):  # as flywheel.Table: an unknown column is a KeyError
                 raise KeyError(str(e)) from None
@@ -189,20 +192,8 @@ class Loader:
             self._torch = torch
         self._started: Optional[float] = None
         self._paths = [r[0] for r in refs]
+        self._num_tables = len(refs)
         self._raw_bps: Optional[float] = None
-
-    @staticmethod
-    def _open(refs, columns, batch_size, shuffle, shuffle_mode, block_rows, window_blocks, seed, epoch, rank,
-              world_size, drop_last, num_threads, prefetch_bytes, mixture_weights, samples_per_epoch, images,
-              on_error, use_io_uring):
-        return _core.Loader.open(
-            tables=refs, columns=list(columns) if columns is not None else [], batch_size=int(batch_size),
-            shuffle=bool(shuffle), shuffle_mode=str(shuffle_mode), block_rows=int(block_rows),
-            window_blocks=int(window_blocks), seed=int(seed), epoch=int(epoch), rank=int(rank),
-            world_size=int(world_size), drop_last=bool(drop_last), num_threads=int(num_threads),
-            prefetch_bytes=int(prefetch_bytes), mixture_weights=[float(w) for w in (mixture_weights or [])],
-            samples_per_epoch=int(samples_per_epoch), images=images, on_error=on_error,
-            use_io_uring=use_io_uring)
 
     @staticmethod
     def _normalize_transforms(transforms) -> List[Callable[[Dict[str, Any]], Dict[str, Any]]]:
@@ -277,7 +268,7 @@ class Loader:
 
     @property
     def num_tables(self) -> int:
-        return len(json.loads(self._core.state())["tables"])
+        return self._num_tables
 
     @property
     def schema(self) -> Dict[str, str]:
