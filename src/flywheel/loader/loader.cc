@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "flywheel/base/metrics.h"
+#include "flywheel/base/rng.h"
 #include "flywheel/base/thread_pool.h"
 #include "flywheel/loader/mixture.h"
 #include "flywheel/loader/page_source.h"
@@ -203,14 +204,8 @@ struct OutColumn {
 // The key of a row's random transforms: a pure function of where the row is
 // in the data, not of when or by whom it is read.
 uint64_t RowKey(uint64_t seed, int64_t epoch, int32_t table, int64_t index) {
-  auto mix = [](uint64_t z) {
-    z += 0x9e3779b97f4a7c15ULL;
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
-  };
-  return mix(mix(mix(seed) ^ static_cast<uint64_t>(epoch)) ^ (static_cast<uint64_t>(table) << 48) ^
-             static_cast<uint64_t>(index));
+  return Mix64(Mix64(Mix64(seed) ^ static_cast<uint64_t>(epoch)) ^ (static_cast<uint64_t>(table) << 48) ^
+               static_cast<uint64_t>(index));
 }
 
 // Leaves the rows with drop[i] != 0 out of `b`, in place.
