@@ -78,8 +78,9 @@ void Setup(const std::string& tmp_parent, int64_t rows) {
   std::shuffle(env->permutation.begin(), env->permutation.end(), rng);
 }
 
-void BM_OrderRow(benchmark::State& state) {
-  auto order = CheckResult(loader::SampleOrder::Create(kOrderRows, 7, 0, {}), "order");
+// Positions per second of SampleOrder::Fill with `options`, over a sliding window.
+void RunOrder(benchmark::State& state, const loader::OrderOptions& options) {
+  auto order = CheckResult(loader::SampleOrder::Create(kOrderRows, 7, 0, options), "order");
   std::vector<int64_t> out(kPositions);
   int64_t start = 0;
   for (auto _ : state) {
@@ -89,21 +90,11 @@ void BM_OrderRow(benchmark::State& state) {
   }
   state.SetItemsProcessed(state.iterations() * kPositions);
 }
+
+void BM_OrderRow(benchmark::State& state) { RunOrder(state, {}); }
 BENCHMARK(BM_OrderRow);
 
-void BM_OrderBlock(benchmark::State& state) {
-  auto order = CheckResult(
-      loader::SampleOrder::Create(kOrderRows, 7, 0, {true, loader::ShuffleMode::kBlock, 1024, 16}),
-      "order");
-  std::vector<int64_t> out(kPositions);
-  int64_t start = 0;
-  for (auto _ : state) {
-    order.Fill(start, start + kPositions, out.data());
-    benchmark::DoNotOptimize(out.data());
-    start = (start + kPositions) % (kOrderRows - kPositions);
-  }
-  state.SetItemsProcessed(state.iterations() * kPositions);
-}
+void BM_OrderBlock(benchmark::State& state) { RunOrder(state, {true, loader::ShuffleMode::kBlock, 1024, 16}); }
 BENCHMARK(BM_OrderBlock);
 
 void BM_MixtureFill(benchmark::State& state) {

@@ -70,6 +70,7 @@ for what in $ONLY; do
         --out "$OUT/rl.json" ;;
     loader)
       echo; echo "== loader (flywheel.Loader vs torch DataLoader and raw read(); JPEG vs PIL + DataLoader; packing; resume)"
+      "$BIN/loader_bench" --out="$OUT"
       PYTHONPATH="$BUILD/python" "$PYTHON" "$ROOT/bench/loader_e2e.py" --out "$OUT/loader.json"
       PYTHONPATH="$BUILD/python" "$PYTHON" "$ROOT/bench/jpeg_e2e.py" --out "$OUT/jpeg.json" ;;
     *) echo "run_all.sh: unknown benchmark '$what' (format table commit replay replay_service envs rl loader)" >&2; exit 2 ;;
