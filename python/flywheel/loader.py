@@ -134,6 +134,11 @@ class Loader:
         memory-mapped) in one io_uring batch per batch and column (default;
         falls back to pread where io_uring is unavailable, reported in
         ``stats()["uring_unavailable"]``). False: pread page by page.
+      consumer_spin_us: when a batch is not ready, the iterator polls
+        (yielding the CPU) this many microseconds before sleeping, so the
+        worker finishing the batch need not wake a sleeping thread (costly on
+        virtual machines; docs/loader.md, "Waiting"). 0: sleep at once; -1
+        (default): 200 when ``num_threads`` leaves a CPU free, else 0.
       return_indices: add ``"__index__"`` (row index in its table) and, for
         mixtures, ``"__table__"`` to each batch.
     """
@@ -147,7 +152,7 @@ class Loader:
                  mixture_weights: Optional[Sequence[float]] = None, samples_per_epoch: int = 0,
                  format: str = "numpy", shuffle_mode: str = "row", block_rows: int = 0, window_blocks: int = 16,
                  timeout: Optional[float] = None, return_indices: bool = False, on_error: str = "fail",
-                 use_io_uring: bool = True):
+                 use_io_uring: bool = True, consumer_spin_us: int = -1):
         if isinstance(tables, (list, tuple)):
             refs = [_table_ref(t, version, tag) for t in tables]
         else:
@@ -180,7 +185,8 @@ class Loader:
                 world_size=int(world_size), drop_last=bool(drop_last), num_threads=int(num_threads),
                 prefetch_bytes=int(prefetch_bytes), mixture_weights=[float(w) for w in (mixture_weights or [])],
                 samples_per_epoch=int(samples_per_epoch), images=[(im.column, im.options) for im in images],
-                on_error=str(on_error), use_io_uring=bool(use_io_uring))
+                on_error=str(on_error), use_io_uring=bool(use_io_uring),
+                consumer_spin_us=int(consumer_spin_us))
         except FileNotFoundError as e:
             if "has no column" in str(e):  # as flywheel.Table: an unknown column is a KeyError
                 raise KeyError(str(e)) from None

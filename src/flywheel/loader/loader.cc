@@ -7,6 +7,9 @@
 #include <cstring>
 #include <deque>
 #include <numeric>
+#include <thread>
+
+#include <sched.h>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
@@ -57,6 +60,11 @@ Status LoaderOptions::Validate() const {
   if (samples_per_epoch < 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("loader options: samples_per_epoch must be >= 0, got ", samples_per_epoch));
+  }
+  if (consumer_spin_us < -1 || consumer_spin_us > 1'000'000) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "loader options: consumer_spin_us must be -1 (auto) or in [0, 1000000], got ",
+        consumer_spin_us));
   }
   if (on_error != OnError::kFail && on_error != OnError::kSkip) {
     return absl::InvalidArgumentError("loader options: unknown on_error");
@@ -186,6 +194,8 @@ struct Ticket {
   // Set once by the worker, under the loader's mutex.
   bool done = false;
   Status status;
+  // `done`, readable without the mutex (set just after it, still under it).
+  std::atomic<bool> finished{false};
 };
 
 struct OutColumn {
@@ -335,6 +345,7 @@ class LoaderImpl final : public Loader {
   format::Schema schema_;
   std::vector<OutColumn> out_;
   size_t readahead_ = 1;
+  int64_t spin_us_ = 0;  // LoaderOptions::consumer_spin_us, resolved
   std::unique_ptr<PageSource> pages_;
   std::shared_ptr<SlotPool> slots_;
 
@@ -542,6 +553,11 @@ Result<std::unique_ptr<Loader>> LoaderImpl::Make(
   const int64_t depth_cap = std::max(4, 4 * options.num_threads);
   l->readahead_ = static_cast<size_t>(
       std::clamp<int64_t>(options.prefetch_bytes / 2 / slot_bytes, 1, depth_cap));
+  l->spin_us_ = options.consumer_spin_us;
+  if (l->spin_us_ < 0) {
+    const int cpus = static_cast<int>(std::thread::hardware_concurrency());
+    l->spin_us_ = cpus > options.num_threads ? 200 : 0;
+  }
   PageSourceOptions page_options;
   page_options.cache_bytes = options.prefetch_bytes / 2;
   page_options.io_uring = options.use_io_uring;
@@ -628,6 +644,7 @@ void LoaderImpl::RunTicket(const std::shared_ptr<Ticket>& t) {
   absl::MutexLock lock(&mu_);
   t->status = std::move(s);
   t->done = true;
+  t->finished.store(true, std::memory_order_release);
   // Everything issued is done and the read-ahead is full: the pipeline waits
   // for the consumer from now on.
   if (t->generation == generation_.load() && tickets_.size() >= readahead_ &&
@@ -650,6 +667,36 @@ Result<const table::ColumnSource*> LoaderImpl::Source(int t, int fragment, int c
   auto& p = sources_[t][fragment][c];
   if (!p) p = std::make_unique<table::ColumnSource>(std::move(src));
   return p.get();
+}
+
+// sorted = the positions [0, n) ordered by (table, fragment, row). The
+// usual case packs each address into one integer key next to its position,
+// so the sort compares plain integers instead of chasing three arrays.
+void SortByStorage(const std::vector<int32_t>& tables, const std::vector<table::RowAddress>& addr,
+                   std::vector<int64_t>* sorted) {
+  const size_t n = addr.size();
+  bool packable = n <= (size_t{1} << 32);
+  for (size_t i = 0; i < n && packable; ++i) {
+    packable = tables[i] >= 0 && tables[i] < (1 << 12) && addr[i].fragment >= 0 &&
+               addr[i].fragment < (1 << 20) && addr[i].row >= 0 && addr[i].row < (int64_t{1} << 32);
+  }
+  if (packable) {
+    std::vector<std::pair<uint64_t, uint32_t>> keyed(n);
+    for (size_t i = 0; i < n; ++i) {
+      keyed[i] = {static_cast<uint64_t>(tables[i]) << 52 |
+                      static_cast<uint64_t>(addr[i].fragment) << 32 |
+                      static_cast<uint64_t>(addr[i].row),
+                  static_cast<uint32_t>(i)};
+    }
+    std::sort(keyed.begin(), keyed.end());
+    for (size_t i = 0; i < n; ++i) (*sorted)[i] = keyed[i].second;
+    return;
+  }
+  std::iota(sorted->begin(), sorted->end(), 0);
+  std::sort(sorted->begin(), sorted->end(), [&](int64_t x, int64_t y) {
+    return std::tie(tables[x], addr[x].fragment, addr[x].row) <
+           std::tie(tables[y], addr[y].fragment, addr[y].row);
+  });
 }
 
 Status LoaderImpl::Fill(const Ticket& t, Slot* slot) {
@@ -707,11 +754,7 @@ Status LoaderImpl::Fill(const Ticket& t, Slot* slot) {
   }
   // 3. Visit rows in storage order so each page is fetched once per column.
   std::vector<int64_t> sorted(n);
-  std::iota(sorted.begin(), sorted.end(), 0);
-  std::sort(sorted.begin(), sorted.end(), [&](int64_t x, int64_t y) {
-    return std::tie(b.tables[x], addr[x].fragment, addr[x].row) <
-           std::tie(b.tables[y], addr[y].fragment, addr[y].row);
-  });
+  SortByStorage(b.tables, addr, &sorted);
   b.columns.resize(out_.size());
   std::vector<RowPlace> places;
   for (size_t c = 0; c < out_.size(); ++c) {
@@ -948,7 +991,29 @@ Result<std::shared_ptr<const Batch>> LoaderImpl::Next(absl::Duration timeout) {
   const auto t0 = std::chrono::steady_clock::now();
   auto ready = [this, &t] { return t->done || cancelled_.load(std::memory_order_acquire); };
   if (!ready()) {
-    mu_.AwaitWithTimeout(absl::Condition(&ready), timeout);
+    // Poll briefly, yielding the CPU, before sleeping on the mutex: a
+    // sleeping consumer costs the worker that finishes its batch a wake-up
+    // (an inter-processor interrupt; tens of microseconds on a virtual
+    // machine whose other CPU has halted), once per batch when the loader
+    // is the slower side.
+    const int64_t spin_nanos = std::min<int64_t>(spin_us_ * 1000, absl::ToInt64Nanoseconds(timeout));
+    if (spin_nanos > 0) {
+      mu_.Unlock();
+      while (!t->finished.load(std::memory_order_acquire) &&
+             !cancelled_.load(std::memory_order_acquire) && NanosSince(t0) < spin_nanos) {
+        sched_yield();
+      }
+      mu_.Lock();
+      // Another thread reset the loader meanwhile: wait for the new front.
+      if (tickets_.empty() || tickets_.front() != t) {
+        IssueLocked();
+        t = tickets_.front();
+      }
+    }
+    if (!ready()) {
+      mu_.AwaitWithTimeout(absl::Condition(&ready),
+                           timeout - absl::Nanoseconds(NanosSince(t0)));
+    }
     const double waited = static_cast<double>(NanosSince(t0)) * 1e-9;
     stats_.consumer_wait_seconds += waited;
     metrics_.consumer_wait->Add(waited);

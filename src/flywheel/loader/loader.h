@@ -111,6 +111,12 @@ struct LoaderOptions {
   // unavailable (old kernel, seccomp, built without liburing) the loader
   // reads them with pread instead, logging it once. false: always pread.
   bool use_io_uring = true;
+  // Next() polls (yielding the CPU) for up to this long before sleeping when
+  // its batch is not ready, so the worker that finishes it need not wake a
+  // sleeping thread (docs/loader.md, "Waiting"). 0: sleep at once. -1
+  // (default): 200 when num_threads leaves a CPU free for the consumer, else
+  // 0 (polling would take CPU time from the workers).
+  int64_t consumer_spin_us = -1;
 
   Status Validate() const;
 };

@@ -126,11 +126,15 @@ class LoaderTest : public ::testing::Test {
 TEST_F(LoaderTest, BatchesAreIdenticalAcrossRunsAndThreadCounts) {
   auto t = MakeTable("t", 500, 3, 0, format::Codec::kZstd);
   std::vector<std::string> reference;
+  // The consumer's wait varies too: sleep at once, poll long, automatic.
+  const int64_t spins[] = {0, 5000, -1, -1};
+  int run = 0;
   for (int threads : {1, 2, 4, 4}) {
     LoaderOptions o;
     o.batch_size = 32;
     o.seed = 17;
     o.num_threads = threads;
+    o.consumer_spin_us = spins[run++];
     o.prefetch_bytes = threads == 2 ? (1 << 20) : (64 << 20);  // read-ahead depth varies too
     auto l = Make({t}, o);
     std::vector<std::string> got;
@@ -481,6 +485,9 @@ TEST_F(LoaderTest, BadInputGivesClearErrors) {
   o.num_threads = 0;
   expect(Loader::Create({t}, o).status(), absl::StatusCode::kInvalidArgument, "num_threads");
   o.num_threads = 1;
+  o.consumer_spin_us = -2;
+  expect(Loader::Create({t}, o).status(), absl::StatusCode::kInvalidArgument, "consumer_spin_us");
+  o.consumer_spin_us = -1;
   o.prefetch_bytes = 10;
   expect(Loader::Create({t}, o).status(), absl::StatusCode::kInvalidArgument, "prefetch_bytes");
   o.prefetch_bytes = 1 << 20;

@@ -1,11 +1,16 @@
 #include "flywheel/loader/order.h"
 
 #include <algorithm>
+#include <atomic>
 #include <bit>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "flywheel/base/rng.h"
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#endif
 
 namespace flywheel::loader {
 namespace {
@@ -64,6 +69,123 @@ uint64_t KeyedBijection::Forward(uint64_t x) const {
   uint64_t y = Permute(x);
   while (y >= n_) y = Permute(y);
   return y;
+}
+
+namespace {
+
+#if defined(__x86_64__) && defined(__GNUC__)
+// GCC 12's AVX-512 shift intrinsics trip -Wmaybe-uninitialized on their own
+// internal placeholder operand.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+// Eight inputs per 512-bit vector: the same rounds as Permute, lane for lane
+// (AVX-512DQ has the 64-bit multiply Mix64 needs). Chosen at run time.
+__attribute__((target("avx512f,avx512dq"))) size_t PermuteManyAvx512(
+    const uint64_t* keys, int rounds, int lo_bits, uint64_t lo_mask, uint64_t hi_mask,
+    uint64_t* v, size_t count) {
+  const __m512i lo_m = _mm512_set1_epi64(static_cast<long long>(lo_mask));
+  const __m512i hi_m = _mm512_set1_epi64(static_cast<long long>(hi_mask));
+  const __m512i golden = _mm512_set1_epi64(static_cast<long long>(0x9e3779b97f4a7c15ULL));
+  const __m512i m1 = _mm512_set1_epi64(static_cast<long long>(0xbf58476d1ce4e5b9ULL));
+  const __m512i m2 = _mm512_set1_epi64(static_cast<long long>(0x94d049bb133111ebULL));
+  // half = (half + Mix64(other ^ key)) & mask, lane for lane; a macro, since
+  // a lambda would not be compiled for the vector target.
+#define FW_FEISTEL_HALF(half, other, key, mask)                                 \
+  do {                                                                          \
+    __m512i x_ = _mm512_add_epi64(_mm512_xor_si512(other, key), golden);        \
+    x_ = _mm512_mullo_epi64(_mm512_xor_si512(x_, _mm512_srli_epi64(x_, 30)), m1); \
+    x_ = _mm512_mullo_epi64(_mm512_xor_si512(x_, _mm512_srli_epi64(x_, 27)), m2); \
+    x_ = _mm512_xor_si512(x_, _mm512_srli_epi64(x_, 31));                        \
+    half = _mm512_and_si512(_mm512_add_epi64(half, x_), mask);                  \
+  } while (0)
+  size_t i = 0;
+  // Two vectors at a time: each round is a serial chain within a vector.
+  for (; i + 16 <= count; i += 16) {
+    __m512i a = _mm512_loadu_si512(v + i), b = _mm512_loadu_si512(v + i + 8);
+    __m512i alo = _mm512_and_si512(a, lo_m), ahi = _mm512_srli_epi64(a, lo_bits);
+    __m512i blo = _mm512_and_si512(b, lo_m), bhi = _mm512_srli_epi64(b, lo_bits);
+    for (int r = 0; r < rounds; r += 2) {
+      const __m512i k0 = _mm512_set1_epi64(static_cast<long long>(keys[r]));
+      const __m512i k1 = _mm512_set1_epi64(static_cast<long long>(keys[r + 1]));
+      FW_FEISTEL_HALF(alo, ahi, k0, lo_m);
+      FW_FEISTEL_HALF(blo, bhi, k0, lo_m);
+      FW_FEISTEL_HALF(ahi, alo, k1, hi_m);
+      FW_FEISTEL_HALF(bhi, blo, k1, hi_m);
+    }
+    _mm512_storeu_si512(v + i, _mm512_or_si512(_mm512_slli_epi64(ahi, lo_bits), alo));
+    _mm512_storeu_si512(v + i + 8, _mm512_or_si512(_mm512_slli_epi64(bhi, lo_bits), blo));
+  }
+#undef FW_FEISTEL_HALF
+  return i;
+}
+
+#pragma GCC diagnostic pop
+
+bool HaveAvx512() {
+  static const bool have = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq");
+  return have;
+}
+#else
+bool HaveAvx512() { return false; }
+#endif
+
+std::atomic<bool> g_simd_allowed{true};
+
+}  // namespace
+
+void KeyedBijection::AllowSimdForTesting(bool allowed) { g_simd_allowed.store(allowed); }
+
+void KeyedBijection::PermuteMany(uint64_t* v, size_t count) const {
+  constexpr size_t kLanes = 8;
+  size_t i = 0;
+#if defined(__x86_64__) && defined(__GNUC__)
+  if (count >= 16 && HaveAvx512() && g_simd_allowed.load(std::memory_order_relaxed)) {
+    i = PermuteManyAvx512(keys_, rounds_, lo_bits_, lo_mask_, hi_mask_, v, count);
+  }
+#endif
+  for (; i + kLanes <= count; i += kLanes) {
+    uint64_t lo[kLanes], hi[kLanes];
+    for (size_t l = 0; l < kLanes; ++l) {
+      lo[l] = v[i + l] & lo_mask_;
+      hi[l] = v[i + l] >> lo_bits_;
+    }
+    for (int r = 0; r < rounds_; r += 2) {
+      const uint64_t k0 = keys_[r], k1 = keys_[r + 1];
+      for (size_t l = 0; l < kLanes; ++l) lo[l] = (lo[l] + Round(hi[l], k0)) & lo_mask_;
+      for (size_t l = 0; l < kLanes; ++l) hi[l] = (hi[l] + Round(lo[l], k1)) & hi_mask_;
+    }
+    for (size_t l = 0; l < kLanes; ++l) v[i + l] = (hi[l] << lo_bits_) | lo[l];
+  }
+  for (; i < count; ++i) v[i] = Permute(v[i]);
+}
+
+void KeyedBijection::ForwardRange(uint64_t first, size_t count, uint64_t* out) const {
+  // Chunks small enough for the walk's bookkeeping to live on the stack.
+  constexpr size_t kChunk = 256;
+  uint32_t pending[kChunk];
+  uint64_t walk[kChunk];
+  for (size_t base = 0; base < count; base += kChunk) {
+    const size_t m = std::min(kChunk, count - base);
+    uint64_t* o = out + base;
+    for (size_t i = 0; i < m; ++i) o[i] = first + base + i;
+    PermuteMany(o, m);
+    // Cycle walking, as in Forward: the values that left [0, n) take
+    // another step together until every one is back in the domain.
+    size_t np = 0;
+    for (size_t i = 0; i < m; ++i) {
+      if (o[i] >= n_) pending[np++] = static_cast<uint32_t>(i);
+    }
+    while (np > 0) {
+      for (size_t j = 0; j < np; ++j) walk[j] = o[pending[j]];
+      PermuteMany(walk, np);
+      size_t still = 0;
+      for (size_t j = 0; j < np; ++j) {
+        o[pending[j]] = walk[j];
+        if (walk[j] >= n_) pending[still++] = pending[j];
+      }
+      np = still;
+    }
+  }
 }
 
 uint64_t KeyedBijection::Inverse(uint64_t y) const {
@@ -185,9 +307,12 @@ void SampleOrder::Fill(int64_t begin, int64_t end, int64_t* out) const {
     for (int64_t p = begin; p < end; ++p) *out++ = p;
     return;
   }
+  // int64_t and uint64_t may alias: the bijections write positions in place.
   if (options_.mode == ShuffleMode::kRow) {
-    for (int64_t p = begin; p < end; ++p)
-      *out++ = static_cast<int64_t>(rows_.Forward(static_cast<uint64_t>(p)));
+    if (end > begin) {
+      rows_.ForwardRange(static_cast<uint64_t>(begin), static_cast<size_t>(end - begin),
+                         reinterpret_cast<uint64_t*>(out));
+    }
     return;
   }
   // Per window: its bijection and the blocks of its slots, computed once.
@@ -202,16 +327,20 @@ void SampleOrder::Fill(int64_t begin, int64_t end, int64_t* out) const {
     const int64_t s0 = w * options_.window_blocks;
     const int64_t slots = std::min(options_.window_blocks, num_blocks_ - s0);
     first_row.resize(static_cast<size_t>(slots));
-    for (int64_t i = 0; i < slots; ++i) {
-      first_row[i] = static_cast<int64_t>(blocks_.Forward(static_cast<uint64_t>(s0 + i))) * k;
-    }
+    blocks_.ForwardRange(static_cast<uint64_t>(s0), static_cast<size_t>(slots),
+                         reinterpret_cast<uint64_t*>(first_row.data()));
+    for (int64_t& r : first_row) r *= k;
     const int64_t q = partial_slot_ >= s0 && partial_slot_ < s0 + slots ? partial_slot_ - s0 : -1;
     const int64_t short_end = (q + 1) * k - deficit_;  // first row after the short block
-    for (; p < we; ++p) {
-      int64_t j = static_cast<int64_t>(within.Forward(static_cast<uint64_t>(p - ws)));
+    const size_t count = static_cast<size_t>(we - p);
+    within.ForwardRange(static_cast<uint64_t>(p - ws), count, reinterpret_cast<uint64_t*>(out));
+    for (size_t i = 0; i < count; ++i) {
+      int64_t j = out[i];
       if (q >= 0 && j >= short_end) j += deficit_;
-      *out++ = first_row[j / k] + j % k;
+      out[i] = first_row[j / k] + j % k;
     }
+    out += count;
+    p = we;
   }
 }
 

@@ -12,6 +12,7 @@
 // Thread-safety: value types; const methods are safe to call concurrently.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <string_view>
 
@@ -30,6 +31,13 @@ class KeyedBijection {
   uint64_t Forward(uint64_t x) const;
   // Forward's inverse. REQUIRES: y < n.
   uint64_t Inverse(uint64_t y) const;
+  // out[i] = Forward(first + i) for i in [0, count), computed several inputs
+  // at a time (the rounds of one input form a serial chain; independent
+  // inputs overlap). REQUIRES: first + count <= n.
+  void ForwardRange(uint64_t first, size_t count, uint64_t* out) const;
+  // Tests: false makes ForwardRange use the portable code only (true, the
+  // default: 512-bit vectors where the CPU has AVX-512DQ).
+  static void AllowSimdForTesting(bool allowed);
 
  private:
   // Half-rounds: small domains need many to reach every permutation about
@@ -40,6 +48,8 @@ class KeyedBijection {
   static constexpr int kLargeDomainRounds = 12;
   uint64_t Permute(uint64_t x) const;
   uint64_t Unpermute(uint64_t x) const;
+  // v[i] = Permute(v[i]) for i in [0, count), in groups of independent lanes.
+  void PermuteMany(uint64_t* v, size_t count) const;
 
   uint64_t n_ = 1;
   int rounds_ = kMaxRounds;

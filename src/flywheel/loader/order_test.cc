@@ -54,6 +54,28 @@ TEST(KeyedBijectionTest, HugeDomainsStayInRangeAndInvert) {
   }
 }
 
+TEST(KeyedBijectionTest, ForwardRangeAgreesWithForward) {
+  // Sizes around powers of two (most cycle walking), ranges crossing the
+  // 256-input chunks and the 8- and 16-input lanes, and offsets into huge
+  // domains; with and without the vector code (where the CPU has it).
+  for (bool simd : {true, false}) {
+  KeyedBijection::AllowSimdForTesting(simd);
+  for (uint64_t n : {uint64_t{1}, uint64_t{5}, uint64_t{257}, uint64_t{1025}, uint64_t{65537},
+                     (uint64_t{1} << 40) + 3, uint64_t{1} << 62}) {
+    KeyedBijection f(n, 99);
+    for (uint64_t first : {uint64_t{0}, n / 3, n > 600 ? n - 600 : uint64_t{0}}) {
+      const size_t count = static_cast<size_t>(std::min<uint64_t>(n - first, 600));
+      std::vector<uint64_t> got(count);
+      f.ForwardRange(first, count, got.data());
+      for (size_t i = 0; i < count; ++i) {
+        ASSERT_EQ(got[i], f.Forward(first + i)) << "n=" << n << " x=" << first + i << " simd=" << simd;
+      }
+    }
+  }
+  }
+  KeyedBijection::AllowSimdForTesting(true);
+}
+
 TEST(SampleOrderTest, EveryModeIsAPermutationForManySizes) {
   std::vector<OrderOptions> modes = {
       {false, ShuffleMode::kRow, 1, 1},   {true, ShuffleMode::kRow, 1, 1},
