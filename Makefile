@@ -23,7 +23,8 @@ DEB_PACKAGES := build-essential cmake ninja-build ccache pkg-config \
   libxxhash-dev nlohmann-json3-dev libcli11-dev pybind11-dev python3-dev \
   python3-numpy python3-pytest clang libclang-rt-14-dev \
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler \
-  python3-torch openmpi-bin libturbojpeg0-dev libjpeg62-turbo-dev python3-pil liburing-dev
+  python3-torch openmpi-bin libturbojpeg0-dev libjpeg62-turbo-dev python3-pil liburing-dev \
+  libsnappy-dev libbrotli-dev zlib1g-dev
 
 ifneq ($(SAN),)
   BUILD := build-$(SAN)

@@ -198,6 +198,90 @@ Status Table::Append(const RecordBatch& batch, const CommitOptions& commit) {
   return Impl::Commit(this, commit, std::move(op));
 }
 
+struct AppendTransaction::State {
+  absl::Mutex mu;
+  std::vector<Fragment> fresh ABSL_GUARDED_BY(mu);
+  int64_t rows ABSL_GUARDED_BY(mu) = 0;
+  bool committed ABSL_GUARDED_BY(mu) = false;
+};
+
+AppendTransaction::AppendTransaction(Table* table) : table_(table), state_(std::make_unique<State>()) {}
+AppendTransaction::~AppendTransaction() = default;
+
+std::unique_ptr<AppendTransaction> Table::BeginAppend() {
+  return std::unique_ptr<AppendTransaction>(new AppendTransaction(this));
+}
+
+Status AppendTransaction::Write(const RecordBatch& batch) {
+  {
+    absl::MutexLock lock(&state_->mu);
+    if (state_->committed) return absl::FailedPreconditionError("append transaction: already committed");
+  }
+  FW_ASSIGN_OR_RETURN_CTX(RecordBatch conformed, Table::Impl::Conform(table_->schema(), batch), "append to ",
+                          table_->uri());
+  FW_ASSIGN_OR_RETURN(auto fresh, Table::Impl::WriteFragments(table_, conformed));
+  absl::MutexLock lock(&state_->mu);
+  state_->rows += batch.num_rows;
+  for (auto& f : fresh) state_->fresh.push_back(std::move(f));
+  return absl::OkStatus();
+}
+
+int64_t AppendTransaction::rows() const {
+  absl::MutexLock lock(&state_->mu);
+  return state_->rows;
+}
+
+int64_t AppendTransaction::files() const {
+  absl::MutexLock lock(&state_->mu);
+  return static_cast<int64_t>(state_->fresh.size());
+}
+
+Status AppendTransaction::Absorb(AppendTransaction& other) {
+  if (&other == this) return absl::InvalidArgumentError("append transaction: cannot absorb itself");
+  if (other.table_->uri() != table_->uri()) {
+    return absl::InvalidArgumentError(absl::StrCat("append transaction on ", table_->uri(),
+                                                   ": cannot absorb one on ", other.table_->uri()));
+  }
+  std::vector<Fragment> parts;
+  int64_t rows;
+  {
+    absl::MutexLock lock(&other.state_->mu);
+    if (other.state_->committed) return absl::FailedPreconditionError("append transaction: already committed");
+    other.state_->committed = true;
+    parts = std::move(other.state_->fresh);
+    rows = other.state_->rows;
+  }
+  absl::MutexLock lock(&state_->mu);
+  if (state_->committed) return absl::FailedPreconditionError("append transaction: already committed");
+  state_->rows += rows;
+  for (auto& f : parts) state_->fresh.push_back(std::move(f));
+  return absl::OkStatus();
+}
+
+Status AppendTransaction::Commit(const CommitOptions& commit) {
+  std::vector<Fragment> fresh;
+  int64_t rows;
+  {
+    absl::MutexLock lock(&state_->mu);
+    if (state_->committed) return absl::FailedPreconditionError("append transaction: already committed");
+    state_->committed = true;
+    fresh = state_->fresh;
+    rows = state_->rows;
+  }
+  PendingCommit op;
+  op.type = "append";
+  op.details = {{"rows", std::to_string(rows)}, {"files", std::to_string(fresh.size())}};
+  op.conflict = [](const Manifest& theirs) -> Result<std::string> {
+    if (theirs.operation.type == "overwrite") return std::string("the table was overwritten");
+    return std::string();
+  };
+  op.apply = [fresh](const Manifest&, Manifest* next) {
+    AddFragments(fresh, next);
+    return absl::OkStatus();
+  };
+  return Table::Impl::Commit(table_, commit, std::move(op));
+}
+
 Status Table::Overwrite(const RecordBatch& batch, const CommitOptions& commit) {
   // The new schema keeps field ids of same-named, same-typed fields.
   format::Schema schema = batch.schema;

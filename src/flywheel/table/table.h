@@ -138,6 +138,8 @@ struct ColumnSource {
   format::Column fill;
 };
 
+class AppendTransaction;
+
 class Table {
  public:
   static Result<std::shared_ptr<Table>> Create(const std::string& uri, const format::Schema& schema,
@@ -176,6 +178,10 @@ class Table {
 
   // ---- writes (each commits one version)
   Status Append(const format::RecordBatch& batch, const CommitOptions& commit = {});
+  // An append written in parts (from several threads if wanted) and
+  // committed as one version; see AppendTransaction. The handle must outlive
+  // the transaction.
+  std::unique_ptr<AppendTransaction> BeginAppend();
   Status Overwrite(const format::RecordBatch& batch, const CommitOptions& commit = {});
   // Deletes rows by their global index in this handle's version.
   Status Delete(const std::vector<int64_t>& indices, const CommitOptions& commit = {});
@@ -203,6 +209,38 @@ class Table {
   Manifest manifest_;
   std::unique_ptr<Impl> impl_;
   friend struct Impl;
+};
+
+// Rows appended in parts and committed together (ingest of many files as
+// one version). Nothing is visible until Commit; a transaction destroyed
+// without Commit leaves the table unchanged, and the data files it wrote are
+// unreferenced (Vacuum deletes them after its grace period).
+//
+// Thread-safety: Write may be called from several threads at once; Commit
+// once, after every Write has returned.
+class AppendTransaction {
+ public:
+  ~AppendTransaction();
+  // Writes `batch` (conformed to the table's schema as Append does) as data
+  // files now.
+  Status Write(const format::RecordBatch& batch);
+  int64_t rows() const;
+  int64_t files() const;
+  // Moves the parts `other` wrote (a transaction on the same table) into
+  // this one: write a source in its own transaction, absorb it when the
+  // source was read completely, drop it otherwise.
+  Status Absorb(AppendTransaction& other);
+  // Commits every part written as one "append" version (rebasing over
+  // concurrent appends like Append); the table handle then points at it.
+  // FailedPrecondition when called twice.
+  Status Commit(const CommitOptions& commit = {});
+
+ private:
+  friend class Table;
+  struct State;
+  explicit AppendTransaction(Table* table);
+  Table* table_;
+  std::unique_ptr<State> state_;
 };
 
 }  // namespace flywheel::table

@@ -3,7 +3,9 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <algorithm>
 #include <numeric>
+#include <thread>
 
 #include "flywheel/format/column.h"
 #include "flywheel/io/temp_dir.h"
@@ -101,6 +103,64 @@ TEST_F(TableTest, CreateAppendScanAndTimeTravel) {
   EXPECT_NE(missing.status().message().find("retained versions: 1..3"), std::string::npos)
       << missing.status();
   EXPECT_TRUE(absl::IsAlreadyExists(Table::Create(uri_, TestSchema(), options_).status()));
+}
+
+TEST_F(TableTest, AppendTransactionCommitsPartsFromSeveralThreadsAsOneVersion) {
+  auto t = Table::Create(uri_, TestSchema(), options_);
+  ASSERT_TRUE(t.ok()) << t.status();
+  auto tx = (*t)->BeginAppend();
+  std::vector<std::thread> writers;
+  for (int w = 0; w < 4; ++w) {
+    writers.emplace_back([&, w] { EXPECT_TRUE(tx->Write(Rows(w * 100, 100)).ok()); });
+  }
+  for (auto& th : writers) th.join();
+  EXPECT_EQ(tx->rows(), 400);
+  EXPECT_EQ(tx->files(), 4);
+  // A concurrent append by another handle lands first; the transaction rebases.
+  auto other = Table::Open(uri_, {}, options_);
+  ASSERT_TRUE(other.ok());
+  ASSERT_TRUE((*other)->Append(Rows(1000, 10)).ok());
+  EXPECT_EQ((*t)->num_rows(), 0);  // nothing visible before Commit
+  ASSERT_TRUE(tx->Commit(CommitOptions{{{"source", "test"}}}).ok());
+  EXPECT_EQ((*t)->version(), 3);
+  EXPECT_EQ((*t)->num_rows(), 410);
+  std::vector<int64_t> ids = Ids(**t);
+  std::sort(ids.begin(), ids.end());
+  std::vector<int64_t> want = Range(0, 400);
+  for (int64_t i = 1000; i < 1010; ++i) want.push_back(i);
+  EXPECT_EQ(ids, want);
+  EXPECT_TRUE(absl::IsFailedPrecondition(tx->Commit()));
+  EXPECT_TRUE(absl::IsFailedPrecondition(tx->Write(Rows(0, 1))));
+  // Parts written in their own transaction join another by Absorb.
+  {
+    auto main_tx = (*t)->BeginAppend();
+    auto part = (*t)->BeginAppend();
+    ASSERT_TRUE(part->Write(Rows(2000, 5)).ok());
+    ASSERT_TRUE(main_tx->Absorb(*part).ok());
+    EXPECT_EQ(main_tx->rows(), 5);
+    EXPECT_TRUE(absl::IsFailedPrecondition(part->Commit()));  // its parts moved
+    ASSERT_TRUE(main_tx->Commit().ok());
+    EXPECT_EQ((*t)->num_rows(), 415);
+    ASSERT_TRUE((*t)->Delete({410, 411, 412, 413, 414}).ok());  // back to 410 rows, new version
+  }
+  // A transaction dropped without Commit changes nothing.
+  {
+    auto dropped = (*t)->BeginAppend();
+    ASSERT_TRUE(dropped->Write(Rows(5000, 50)).ok());
+  }
+  auto latest = Table::Open(uri_, {}, options_);
+  ASSERT_TRUE(latest.ok());
+  EXPECT_EQ((*latest)->version(), 5);
+  EXPECT_EQ((*latest)->num_rows(), 410);
+  // A part that does not fit the schema is refused naming the table.
+  RecordBatch wrong;
+  wrong.schema = *Schema::Parse("other:int64");
+  wrong.num_rows = 1;
+  wrong.columns.push_back(format::MakeFixedColumn(DataType::Scalar(TypeId::kInt64), std::vector<int64_t>{1}));
+  auto tx2 = (*t)->BeginAppend();
+  Status s = tx2->Write(wrong);
+  EXPECT_FALSE(s.ok());
+  EXPECT_NE(s.message().find(uri_), std::string::npos) << s;
 }
 
 TEST_F(TableTest, ScanReturnsValuesNullsAndZeroCopyViews) {

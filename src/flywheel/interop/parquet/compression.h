@@ -1,0 +1,33 @@
+// Parquet page compression codecs: UNCOMPRESSED, SNAPPY, GZIP, BROTLI, ZSTD,
+// LZ4_RAW and the deprecated Hadoop-framed LZ4 (with the raw-block fallback
+// other readers apply to files that wrote raw LZ4 under that name). LZO is
+// refused with an Unimplemented error. docs/format/parquet.md, "Codecs".
+//
+// Thread-safety: pure functions.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "flywheel/base/status.h"
+#include "flywheel/interop/parquet/metadata.h"
+
+namespace flywheel::parquet {
+
+std::string_view CodecName(CompressionCodec codec);
+
+// Decompresses `n` bytes into exactly `dst_size` bytes (the page header's
+// uncompressed size); DataLoss when the input is corrupt or decodes to a
+// different size.
+Status Decompress(CompressionCodec codec, const uint8_t* src, size_t n, uint8_t* dst,
+                  size_t dst_size);
+
+// Appends the compressed form of [src, src + n) to `out` (LZ4: LZ4_RAW only;
+// the writer never emits the deprecated framing). level < 0: the codec's
+// default.
+Status Compress(CompressionCodec codec, const uint8_t* src, size_t n, std::string* out,
+                int level = -1);
+
+}  // namespace flywheel::parquet
