@@ -7,6 +7,10 @@
 // bit width above what the encoding allows, or a header claiming more values
 // than `max_values` is an InvalidArgument/DataLoss error naming the encoding
 // and the offset, never an out-of-bounds read or an unbounded allocation.
+// Arguments the caller got wrong (negative counts, a bit width outside the
+// encoding's range) are InvalidArgument; anything wrong in the bytes is
+// DataLoss. Offsets in messages count from `data`. On error, decoders that
+// append leave `out` as it was.
 //
 // Thread-safety: pure functions.
 #pragma once
@@ -71,10 +75,17 @@ Result<size_t> DecodeDeltaBinaryPacked(const uint8_t* data, size_t size, int64_t
 Result<size_t> DecodeDeltaLengthByteArray(const uint8_t* data, size_t size, int64_t max_values,
                                           ByteArrays* out);
 
+// Most bytes one DecodeDeltaByteArray call may produce. Front coding lets a
+// few input bytes stand for a long repeated prefix, so without a cap a tiny
+// page could demand max_values times its own size; no real page decodes to
+// anywhere near this.
+inline constexpr int64_t kMaxDeltaByteArrayBytes = int64_t{1} << 30;
+
 // DELTA_BYTE_ARRAY (incremental / front coding): prefix lengths
 // (DELTA_BINARY_PACKED) then suffixes (DELTA_LENGTH_BYTE_ARRAY); value i is
 // the first prefix[i] bytes of value i - 1 followed by suffix i. Appends every
-// value (at most `max_values`). Returns bytes consumed.
+// value (at most `max_values`, at most kMaxDeltaByteArrayBytes in all).
+// Returns bytes consumed.
 Result<size_t> DecodeDeltaByteArray(const uint8_t* data, size_t size, int64_t max_values,
                                     ByteArrays* out);
 

@@ -20,6 +20,9 @@
 
 namespace flywheel::parquet {
 
+// Every struct below compares field-wise (operator==): Parse(Serialize(x))
+// == x is what the tests and the fuzz target check.
+
 // Values are parquet.thrift's (they are the on-disk numbers).
 enum class PhysicalType : int32_t {
   kBoolean = 0,
@@ -85,18 +88,20 @@ struct LogicalType {
     kOther,  // a union member this reader does not know (kept as its field id)
   };
   Kind kind = Kind::kNone;
-  int32_t decimal_scale = 0;       // kDecimal
-  int32_t decimal_precision = 0;   // kDecimal
-  bool adjusted_to_utc = false;    // kTime, kTimestamp
+  int32_t decimal_scale = 0;          // kDecimal
+  int32_t decimal_precision = 0;      // kDecimal
+  bool adjusted_to_utc = false;       // kTime, kTimestamp
   TimeUnit unit = TimeUnit::kMillis;  // kTime, kTimestamp
-  int32_t bit_width = 0;           // kInteger: 8, 16, 32 or 64
-  bool is_signed = true;           // kInteger
-  int16_t other_field_id = 0;      // kOther
+  int32_t bit_width = 0;              // kInteger: 8, 16, 32 or 64
+  bool is_signed = true;              // kInteger
+  int16_t other_field_id = 0;         // kOther
+
+  friend bool operator==(const LogicalType&, const LogicalType&) = default;
 };
 
 struct SchemaElement {
-  std::optional<PhysicalType> type;  // absent for groups
-  int32_t type_length = 0;           // FIXED_LEN_BYTE_ARRAY bytes
+  std::optional<PhysicalType> type;      // absent for groups
+  int32_t type_length = 0;               // FIXED_LEN_BYTE_ARRAY bytes
   std::optional<Repetition> repetition;  // absent only for the root
   std::string name;
   int32_t num_children = 0;  // groups: the children follow depth-first
@@ -105,6 +110,8 @@ struct SchemaElement {
   std::optional<int32_t> precision;
   std::optional<int32_t> field_id;
   LogicalType logical_type;
+
+  friend bool operator==(const SchemaElement&, const SchemaElement&) = default;
 };
 
 // Values are parquet.thrift's CompressionCodec.
@@ -142,10 +149,15 @@ struct Statistics {
   std::optional<int64_t> distinct_count;
   std::optional<std::string> max_value;
   std::optional<std::string> min_value;
+
+  friend bool operator==(const Statistics&, const Statistics&) = default;
 };
 
 struct ColumnMetaData {
   PhysicalType type = PhysicalType::kBoolean;
+  // As written, unknown values included (they are cast, not rejected): the
+  // list only says which encodings the pages use, and a page whose encoding
+  // this reader does not know fails in ParsePageHeader anyway.
   std::vector<Encoding> encodings;
   std::vector<std::string> path_in_schema;
   CompressionCodec codec = CompressionCodec::kUncompressed;
@@ -156,12 +168,16 @@ struct ColumnMetaData {
   std::optional<int64_t> index_page_offset;
   std::optional<int64_t> dictionary_page_offset;
   std::optional<Statistics> statistics;
+
+  friend bool operator==(const ColumnMetaData&, const ColumnMetaData&) = default;
 };
 
 struct ColumnChunk {
   std::string file_path;  // empty: this file
   int64_t file_offset = 0;
   std::optional<ColumnMetaData> meta_data;
+
+  friend bool operator==(const ColumnChunk&, const ColumnChunk&) = default;
 };
 
 struct RowGroup {
@@ -171,11 +187,15 @@ struct RowGroup {
   std::optional<int64_t> file_offset;
   std::optional<int64_t> total_compressed_size;
   std::optional<int16_t> ordinal;
+
+  friend bool operator==(const RowGroup&, const RowGroup&) = default;
 };
 
 struct KeyValue {
   std::string key;
   std::optional<std::string> value;
+
+  friend bool operator==(const KeyValue&, const KeyValue&) = default;
 };
 
 struct FileMetaData {
@@ -185,6 +205,8 @@ struct FileMetaData {
   std::vector<RowGroup> row_groups;
   std::vector<KeyValue> key_value_metadata;
   std::optional<std::string> created_by;
+
+  friend bool operator==(const FileMetaData&, const FileMetaData&) = default;
 };
 
 enum class PageType : int32_t {
@@ -200,12 +222,16 @@ struct DataPageHeader {
   Encoding definition_level_encoding = Encoding::kRle;
   Encoding repetition_level_encoding = Encoding::kRle;
   std::optional<Statistics> statistics;
+
+  friend bool operator==(const DataPageHeader&, const DataPageHeader&) = default;
 };
 
 struct DictionaryPageHeader {
   int32_t num_values = 0;
   Encoding encoding = Encoding::kPlain;
   std::optional<bool> is_sorted;
+
+  friend bool operator==(const DictionaryPageHeader&, const DictionaryPageHeader&) = default;
 };
 
 struct DataPageHeaderV2 {
@@ -217,6 +243,8 @@ struct DataPageHeaderV2 {
   int32_t repetition_levels_byte_length = 0;
   bool is_compressed = true;  // absent means true
   std::optional<Statistics> statistics;
+
+  friend bool operator==(const DataPageHeaderV2&, const DataPageHeaderV2&) = default;
 };
 
 struct PageHeader {
@@ -227,12 +255,17 @@ struct PageHeader {
   std::optional<DataPageHeader> data_page_header;
   std::optional<DictionaryPageHeader> dictionary_page_header;
   std::optional<DataPageHeaderV2> data_page_header_v2;
+
+  friend bool operator==(const PageHeader&, const PageHeader&) = default;
 };
 
 // Parses the footer's FileMetaData (the `size` bytes before the footer
-// length). Checks required fields are present, counts are non-negative and
-// schema num_children fit the element list (not the schema's meaning: the
-// reader does that).
+// length; bytes left after the structure are an error). Checks required
+// fields are present, counts, sizes and offsets are non-negative, enum
+// values are known (except ColumnMetaData.encodings) and schema num_children
+// fit the element list (not the schema's meaning: the reader does that).
+// Memory: the parsed structures can be ~100x the encoded size, so callers
+// bound `size` (a footer is rarely above a few MiB).
 Result<FileMetaData> ParseFileMetaData(const uint8_t* data, size_t size);
 
 // Parses one PageHeader at the start of [data, data + size); *consumed is set

@@ -1,0 +1,43 @@
+// Parquet fields and arrays as flywheel table columns, and a Parquet file as
+// an ingest source (interop/source.h). The mapping (docs/ingest.md,
+// "Parquet types"):
+//   bool, int8..64, uint8..64, float16/32/64, string, binary → the same type
+//   fixed_binary(n), UUID                → binary
+//   date32 → int32 (days since 1970-01-01); time → int32/int64 in its unit;
+//   timestamp → int64 in its unit (INT96: nanoseconds)
+//   decimal(p, s)                        → float64 (the nearest double)
+//   list<numeric or bool>                → list<T> (a null element is an error)
+//   list<anything else>, maps            → string: the value as JSON text
+//   struct<a, b>                         → columns "s.a", "s.b" (null when s is)
+//   null (UNKNOWN)                       → nullable string, all null
+// Every field is nullable when its Parquet field (or an enclosing struct) is.
+//
+// Thread-safety: pure functions; the source as source.h says.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "flywheel/base/status.h"
+#include "flywheel/format/column.h"
+#include "flywheel/interop/parquet/reader.h"
+#include "flywheel/interop/source.h"
+
+namespace flywheel::parquet {
+
+// The flywheel fields a top-level Parquet field becomes (one, or several for
+// a struct), in order.
+Result<std::vector<format::Field>> ToTableFields(const Field& field);
+// The columns of `array` (of `field`), matching ToTableFields.
+Result<std::vector<format::Column>> ToTableColumns(const Field& field, Array array);
+
+struct SourceOptions {
+  std::vector<std::string> columns;  // top-level Parquet fields; empty = all
+};
+
+// Reads one row group per batch.
+Result<std::unique_ptr<interop::RecordBatchReader>> OpenParquetSource(const std::string& path,
+                                                                      const SourceOptions& options);
+
+}  // namespace flywheel::parquet

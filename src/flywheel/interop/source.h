@@ -1,0 +1,30 @@
+// A stream of record batches read from one source file (Parquet, JSONL, CSV,
+// WebDataset tar, a directory of files): what the ingest driver (ingest.h)
+// appends to a table. docs/ingest.md.
+//
+// Thread-safety: one reader is used by one thread at a time; different
+// readers are independent.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+
+#include "flywheel/base/status.h"
+#include "flywheel/format/column.h"
+
+namespace flywheel::interop {
+
+class RecordBatchReader {
+ public:
+  virtual ~RecordBatchReader() = default;
+  // The schema every batch has (known before the first batch).
+  virtual const format::Schema& schema() const = 0;
+  // The next batch (at most the reader's batch size rows), or std::nullopt
+  // at the end. Errors name the file and where in it (line:column, row,
+  // entry, offset) the problem is.
+  virtual Result<std::optional<format::RecordBatch>> Next() = 0;
+  // Input bytes consumed so far (for progress); 0 when unknown.
+  virtual int64_t bytes_read() const { return 0; }
+};
+
+}  // namespace flywheel::interop
