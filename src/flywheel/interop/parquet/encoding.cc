@@ -173,8 +173,8 @@ void UnpackU32(const uint8_t* in, const uint8_t* end, int w, int64_t count, uint
     const size_t have = static_cast<size_t>((k * w + 7) / 8);
     kernel(KernelSource(in, end, chunk_bytes, have, scratch), values);
     std::copy_n(values, k, out + i);
-    in += chunk_bytes;
     i += k;
+    if (i < count) in += chunk_bytes;  // never point past the buffer
   }
 }
 
@@ -361,7 +361,7 @@ void AppendConcatenated(const std::vector<int64_t>& lengths, uint64_t total, Cur
   c.pos += total;
 }
 
-// Splits `n` byte-array values into their lengths (for the encoders).
+// The lengths of `values`, for the encoders.
 std::vector<int64_t> Lengths(const ByteArrays& values) {
   std::vector<int64_t> lengths(static_cast<size_t>(values.size()));
   for (size_t i = 0; i < lengths.size(); ++i) {
