@@ -242,29 +242,116 @@ struct LeafData {
   int64_t num_values = 0;      // non-null values decoded
 };
 
-int16_t DefAt(const LeafData& d, int64_t j) { return d.def.empty() ? 0 : d.def[j]; }
-int16_t RepAt(const LeafData& d, int64_t j) { return d.rep.empty() ? 0 : d.rep[j]; }
 
 // Entries that start a slot of `n`: rep <= n.rep and def >= n.exist_def.
 std::vector<int64_t> Slots(const LeafData& d, const SNode& n) {
   std::vector<int64_t> s;
-  s.reserve(static_cast<size_t>(d.entries));
-  for (int64_t j = 0; j < d.entries; ++j) {
-    if (RepAt(d, j) <= n.rep && DefAt(d, j) >= n.exist_def) s.push_back(j);
+  if (d.rep.empty() && n.exist_def == 0) {  // no repetition: every entry
+    s.resize(static_cast<size_t>(d.entries));
+    for (int64_t j = 0; j < d.entries; ++j) s[j] = j;
+    return s;
   }
+  s.resize(static_cast<size_t>(d.entries));
+  const int16_t* rep = d.rep.empty() ? nullptr : d.rep.data();
+  const int16_t* def = d.def.empty() ? nullptr : d.def.data();
+  size_t k = 0;
+  for (int64_t j = 0; j < d.entries; ++j) {
+    const bool starts = (rep ? rep[j] : 0) <= n.rep && (def ? def[j] : 0) >= n.exist_def;
+    s[k] = j;
+    k += starts;
+  }
+  s.resize(k);
   return s;
 }
 
-void SetValidity(Array* a, const std::vector<bool>& valid) {
-  a->length = static_cast<int64_t>(valid.size());
+// a's length, null count and validity bitmap: slot s (entry slots[s], or s
+// when `slots` is null) is valid when its definition level reaches `def`.
+void SetValidityFromLevels(const LeafData& d, const std::vector<int64_t>* slots, int64_t count, int16_t def,
+                           Array* a) {
+  a->length = count;
   a->null_count = 0;
-  for (bool v : valid) a->null_count += v ? 0 : 1;
   a->validity.clear();
-  if (a->null_count == 0) return;
-  a->validity.assign(static_cast<size_t>((a->length + 7) / 8), 0);
-  for (int64_t i = 0; i < a->length; ++i) {
-    if (valid[i]) a->validity[i >> 3] |= static_cast<uint8_t>(1u << (i & 7));
+  if (d.def.empty() || def == 0) return;
+  const int16_t* lv = d.def.data();
+  const int64_t* sl = slots ? slots->data() : nullptr;
+  std::vector<uint8_t> bits(static_cast<size_t>((count + 7) / 8), 0);
+  int64_t nulls = 0;
+  for (int64_t s = 0; s < count; ++s) {
+    const bool ok = lv[sl ? sl[s] : s] >= def;
+    bits[s >> 3] |= static_cast<uint8_t>(static_cast<unsigned>(ok) << (s & 7));
+    nulls += !ok;
   }
+  a->null_count = nulls;
+  if (nulls > 0) a->validity = std::move(bits);
+}
+
+// Whether [p, p + n) is all ASCII, eight bytes at a time.
+bool AllAscii(const uint8_t* p, size_t n) {
+  size_t i = 0;
+  uint64_t acc = 0;
+  for (; i + 8 <= n; i += 8) {
+    uint64_t w;
+    std::memcpy(&w, p + i, 8);
+    acc |= w;
+  }
+  for (; i < n; ++i) acc |= p[i];
+  return (acc & 0x8080808080808080ULL) == 0;
+}
+
+// Concatenates `parts` (same type) into `out`, each buffer allocated once.
+Status ConcatArrays(std::vector<Array>& parts, Array* out) {
+  if (parts.empty()) return absl::OkStatus();
+  if (parts.size() == 1) {
+    *out = std::move(parts[0]);
+    return absl::OkStatus();
+  }
+  out->type = parts[0].type;
+  int64_t len = 0, nulls = 0;
+  size_t vbytes = 0;
+  for (const Array& p : parts) {
+    if (p.type.kind != out->type.kind || p.children.size() != parts[0].children.size()) {
+      return absl::InternalError("row groups read with different types");
+    }
+    len += p.length;
+    nulls += p.null_count;
+    vbytes += p.values.size();
+  }
+  out->length = len;
+  out->null_count = nulls;
+  out->values.reserve(vbytes);
+  for (const Array& p : parts) out->values.insert(out->values.end(), p.values.begin(), p.values.end());
+  if (!parts[0].offsets.empty()) {
+    out->offsets.reserve(static_cast<size_t>(len) + 1);
+    out->offsets.push_back(0);
+    for (const Array& p : parts) {
+      const int64_t base = out->offsets.back() - p.offsets[0];
+      for (size_t i = 1; i < p.offsets.size(); ++i) out->offsets.push_back(base + p.offsets[i]);
+    }
+  }
+  if (nulls > 0) {
+    out->validity.assign(static_cast<size_t>((len + 7) / 8), 0);
+    int64_t at = 0;
+    for (const Array& p : parts) {
+      if (p.validity.empty()) {
+        for (int64_t i = 0; i < p.length; ++i, ++at) out->validity[at >> 3] |= static_cast<uint8_t>(1u << (at & 7));
+      } else if ((at & 7) == 0) {
+        std::memcpy(out->validity.data() + (at >> 3), p.validity.data(), static_cast<size_t>((p.length + 7) / 8));
+        at += p.length;
+      } else {
+        for (int64_t i = 0; i < p.length; ++i, ++at) {
+          if (p.IsValid(i)) out->validity[at >> 3] |= static_cast<uint8_t>(1u << (at & 7));
+        }
+      }
+    }
+  }
+  out->children.resize(parts[0].children.size());
+  for (size_t c = 0; c < out->children.size(); ++c) {
+    std::vector<Array> kids;
+    kids.reserve(parts.size());
+    for (Array& p : parts) kids.push_back(std::move(p.children[c]));
+    FW_RETURN_IF_ERROR(ConcatArrays(kids, &out->children[c]));
+  }
+  return absl::OkStatus();
 }
 
 class ReaderImpl final : public ParquetReader {
@@ -292,8 +379,8 @@ class ReaderImpl final : public ParquetReader {
                     bool has_dict,
                     int64_t dict_count, const std::vector<uint8_t>& dict_fixed,
                     const ByteArrays& dict_bytes, std::vector<uint8_t>* scratch, LeafData* out) const;
-  Status Build(const Plan& p, const std::vector<LeafData>& leaves, Array* out) const;
-  Status BuildLeaf(const Plan& p, const LeafData& d, Array* out) const;
+  Status Build(const Plan& p, std::vector<LeafData>& leaves, Array* out) const;
+  Status BuildLeaf(const Plan& p, LeafData& d, Array* out) const;
   std::string ChunkContext(int row_group, int leaf) const {
     return absl::StrCat(name_, ": row group ", row_group, ", column ", nodes_[leaf_nodes_[leaf]].path);
   }
@@ -894,25 +981,29 @@ bool BigEndianToLittle(const uint8_t* src, size_t n, uint8_t* dst, size_t width)
   return true;
 }
 
-Status ReaderImpl::BuildLeaf(const Plan& p, const LeafData& d, Array* out) const {
+Status ReaderImpl::BuildLeaf(const Plan& p, LeafData& d, Array* out) const {
   const SNode& n = nodes_[p.node];
   const SNode& leaf = nodes_[leaf_nodes_[n.leaf]];
   const SchemaElement& el = *leaf.el;
   const ValueType& t = p.field.type;
-  std::vector<int64_t> slots = Slots(d, n);
-  std::vector<bool> valid(slots.size());
-  for (size_t s = 0; s < slots.size(); ++s) valid[s] = DefAt(d, slots[s]) >= leaf.def;
+  // Without repetition every entry is a slot: no slot list needed.
+  const bool flat = d.rep.empty() && n.exist_def == 0;
+  std::vector<int64_t> slot_list;
+  if (!flat) slot_list = Slots(d, n);
+  const int64_t len = flat ? d.entries : static_cast<int64_t>(slot_list.size());
   out->type = t;
-  SetValidity(out, valid);
+  SetValidityFromLevels(d, flat ? nullptr : &slot_list, len, leaf.def, out);
   if (t.kind == ValueKind::kNull) return absl::OkStatus();
-  const int64_t len = out->length;
+  const int64_t present = len - out->null_count;
   int64_t used = 0;  // dense values consumed
   if (IsVariable(t) || (t.kind == ValueKind::kDecimal && *el.type == PhysicalType::kByteArray)) {
+    if (d.bytes.size() < present) {
+      return absl::DataLossError(absl::StrCat("the column has ", d.bytes.size(), " values, the levels need ", present));
+    }
     if (t.kind == ValueKind::kDecimal) {
       out->values.assign(static_cast<size_t>(len) * t.width, 0);
       for (int64_t s = 0; s < len; ++s) {
-        if (!valid[s]) continue;
-        if (used >= d.bytes.size()) return absl::DataLossError("fewer values than the levels say");
+        if (!out->IsValid(s)) continue;
         const size_t b = static_cast<size_t>(d.bytes.offsets[used + 1] - d.bytes.offsets[used]);
         if (!BigEndianToLittle(reinterpret_cast<const uint8_t*>(d.bytes.data.data()) + d.bytes.offsets[used], b,
                                out->values.data() + s * t.width, static_cast<size_t>(t.width))) {
@@ -923,29 +1014,35 @@ Status ReaderImpl::BuildLeaf(const Plan& p, const LeafData& d, Array* out) const
       }
       return absl::OkStatus();
     }
-    out->offsets.assign(static_cast<size_t>(len) + 1, 0);
-    for (int64_t s = 0; s < len; ++s) {
-      int64_t size = 0;
-      if (valid[s]) {
-        if (used >= d.bytes.size()) return absl::DataLossError("fewer values than the levels say");
-        size = d.bytes.offsets[used + 1] - d.bytes.offsets[used];
-        ++used;
+    out->offsets.resize(static_cast<size_t>(len) + 1);
+    out->offsets[0] = 0;
+    const int64_t* src_off = d.bytes.offsets.data();
+    const int64_t base = src_off[0];
+    if (present == len) {
+      for (int64_t s = 0; s < len; ++s) out->offsets[s + 1] = src_off[s + 1] - base;
+      used = len;
+    } else {
+      for (int64_t s = 0; s < len; ++s) {
+        int64_t size = 0;
+        if (out->IsValid(s)) {
+          size = src_off[used + 1] - src_off[used];
+          ++used;
+        }
+        out->offsets[s + 1] = out->offsets[s] + size;
       }
-      out->offsets[s + 1] = out->offsets[s] + size;
     }
     // The dense values are exactly the valid slots' bytes, in order.
-    const int64_t first = d.bytes.offsets[0];
-    const int64_t last = d.bytes.offsets[used];
-    out->values.assign(d.bytes.data.begin() + first, d.bytes.data.begin() + last);
-    if (t.kind == ValueKind::kString) {
+    const auto* bytes = reinterpret_cast<const uint8_t*>(d.bytes.data.data());
+    out->values.assign(bytes + base, bytes + src_off[used]);
+    if (t.kind == ValueKind::kString && !AllAscii(out->values.data(), out->values.size())) {
       for (int64_t s = 0, v = 0; s < len; ++s) {
-        if (!valid[s]) continue;
+        if (!out->IsValid(s)) continue;
         const std::string_view sv(reinterpret_cast<const char*>(out->values.data()) + out->offsets[s],
                                   static_cast<size_t>(out->offsets[s + 1] - out->offsets[s]));
         const size_t bad = FirstInvalidUtf8(sv);
         if (bad != std::string_view::npos) {
-          return absl::DataLossError(absl::StrCat("string value ", v, " (slot ", s,
-                                                  ") is not valid UTF-8 at byte ", bad));
+          return absl::DataLossError(
+              absl::StrCat("string value ", v, " (slot ", s, ") is not valid UTF-8 at byte ", bad));
         }
         ++v;
       }
@@ -954,12 +1051,28 @@ Status ReaderImpl::BuildLeaf(const Plan& p, const LeafData& d, Array* out) const
   }
   const size_t pw = PhysicalSize(el);
   const size_t ow = FixedSize(t);
+  if (d.num_values < present) {
+    return absl::DataLossError(absl::StrCat("the column has ", d.num_values, " values, the levels need ", present));
+  }
+  const bool same_bytes = pw == ow && *el.type != PhysicalType::kInt96 &&
+                          !(t.kind == ValueKind::kDecimal && *el.type == PhysicalType::kFixedLenByteArray);
+  if (same_bytes && present == len && d.fixed.size() == static_cast<size_t>(len) * ow) {
+    out->values = std::move(d.fixed);  // no nulls, stored as handed out: no copy
+    return absl::OkStatus();
+  }
   out->values.assign(static_cast<size_t>(len) * ow, 0);
-  if (d.num_values < static_cast<int64_t>(std::count(valid.begin(), valid.end(), true))) {
-    return absl::DataLossError(absl::StrCat("the column has ", d.num_values, " values, the levels need more"));
+  if (same_bytes) {
+    const uint8_t* src = d.fixed.data();
+    uint8_t* dst = out->values.data();
+    for (int64_t s = 0; s < len; ++s) {
+      if (!out->IsValid(s)) continue;
+      std::memcpy(dst + s * ow, src + used * ow, ow);
+      ++used;
+    }
+    return absl::OkStatus();
   }
   for (int64_t s = 0; s < len; ++s) {
-    if (!valid[s]) continue;
+    if (!out->IsValid(s)) continue;
     const uint8_t* src = d.fixed.data() + used * pw;
     uint8_t* dst = out->values.data() + s * ow;
     ++used;
@@ -977,8 +1090,8 @@ Status ReaderImpl::BuildLeaf(const Plan& p, const LeafData& d, Array* out) const
       case PhysicalType::kFixedLenByteArray:
         if (t.kind == ValueKind::kDecimal) {
           if (!BigEndianToLittle(src, pw, dst, ow)) {
-            return absl::DataLossError(absl::StrCat("DECIMAL value ", used - 1, " does not fit DECIMAL(",
-                                                    t.precision, ")"));
+            return absl::DataLossError(
+                absl::StrCat("DECIMAL value ", used - 1, " does not fit DECIMAL(", t.precision, ")"));
           }
         } else {
           std::memcpy(dst, src, pw);
@@ -1000,16 +1113,14 @@ Status ReaderImpl::BuildLeaf(const Plan& p, const LeafData& d, Array* out) const
   return absl::OkStatus();
 }
 
-Status ReaderImpl::Build(const Plan& p, const std::vector<LeafData>& leaves, Array* out) const {
+Status ReaderImpl::Build(const Plan& p, std::vector<LeafData>& leaves, Array* out) const {
   if (p.kind == Plan::Kind::kLeaf) return BuildLeaf(p, leaves[nodes_[p.node].leaf], out);
   const LeafData& d = leaves[p.first_leaf];
   if (p.kind == Plan::Kind::kStruct) {
     const SNode& n = nodes_[p.node];
     std::vector<int64_t> slots = Slots(d, n);
-    std::vector<bool> valid(slots.size());
-    for (size_t s = 0; s < slots.size(); ++s) valid[s] = DefAt(d, slots[s]) >= n.def;
     out->type = p.field.type;
-    SetValidity(out, valid);
+    SetValidityFromLevels(d, &slots, static_cast<int64_t>(slots.size()), n.def, out);
     out->children.resize(p.children.size());
     for (size_t c = 0; c < p.children.size(); ++c) {
       FW_RETURN_IF_ERROR(Build(p.children[c], leaves, &out->children[c]));
@@ -1025,11 +1136,9 @@ Status ReaderImpl::Build(const Plan& p, const std::vector<LeafData>& leaves, Arr
   const SNode& rn = nodes_[p.repeated];
   std::vector<int64_t> slots = Slots(d, ln);
   std::vector<int64_t> elems = Slots(d, rn);
-  std::vector<bool> valid(slots.size());
   const int16_t valid_def = p.validity_node >= 0 ? nodes_[p.validity_node].def : 0;
-  for (size_t s = 0; s < slots.size(); ++s) valid[s] = DefAt(d, slots[s]) >= valid_def;
   out->type = p.field.type;
-  SetValidity(out, valid);
+  SetValidityFromLevels(d, &slots, static_cast<int64_t>(slots.size()), valid_def, out);
   out->offsets.assign(slots.size() + 1, 0);
   size_t e = 0;
   for (size_t s = 0; s < slots.size(); ++s) {
@@ -1090,15 +1199,14 @@ Result<std::vector<Array>> ReaderImpl::ReadAll(const ReadOptions& options) const
     ThreadPool pool(threads);
     pool.ParallelFor(0, groups, [&](int64_t g) { parts[g] = ReadRowGroup(static_cast<int>(g), options.columns); });
   }
-  std::vector<Array> all;
+  std::vector<std::vector<Array>> per_column;
   for (int g = 0; g < groups; ++g) {
     FW_RETURN_IF_ERROR(parts[g].status());
-    if (g == 0) {
-      all = std::move(*parts[g]);
-      continue;
-    }
-    for (size_t c = 0; c < all.size(); ++c) FW_RETURN_IF_ERROR(AppendArray(&all[c], std::move((*parts[g])[c])));
+    if (per_column.empty()) per_column.resize(parts[g]->size());
+    for (size_t c = 0; c < per_column.size(); ++c) per_column[c].push_back(std::move((*parts[g])[c]));
   }
+  std::vector<Array> all(per_column.size());
+  for (size_t c = 0; c < per_column.size(); ++c) FW_RETURN_IF_ERROR(ConcatArrays(per_column[c], &all[c]));
   if (groups == 0) {
     FW_ASSIGN_OR_RETURN(std::vector<int> which, Resolve(options.columns));
     for (int i : which) {
