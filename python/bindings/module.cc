@@ -13,6 +13,7 @@ void RegisterReplayService(pybind11::module_& m);
 void RegisterEnvs(pybind11::module_& m);
 void RegisterRl(pybind11::module_& m);
 void RegisterLoader(pybind11::module_& m);
+void RegisterInterop(pybind11::module_& m);
 }  // namespace flywheel::python
 
 PYBIND11_MODULE(_core, m) {
@@ -26,4 +27,5 @@ PYBIND11_MODULE(_core, m) {
   flywheel::python::RegisterEnvs(m);
   flywheel::python::RegisterRl(m);
   flywheel::python::RegisterLoader(m);
+  flywheel::python::RegisterInterop(m);
 }

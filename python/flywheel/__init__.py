@@ -17,6 +17,7 @@ from .loader import Loader  # deterministic, elastic, resumable batches (docs/lo
 from . import transforms  # C++ transforms for the loader: DecodeImage, PackTokens (docs/transforms.md)
 from . import replay  # flywheel.replay: experience replay, in process and over gRPC (docs/replay.md)
 from . import envs  # flywheel.envs: parallel environments, EnvPool (docs/envs.md)
+from .interop import ingest, read_parquet, parquet_schema  # files in (docs/ingest.md)
 
 __version__ = "0.1.0"
 
@@ -26,4 +27,5 @@ def metrics_text() -> str:
     from . import _core
     return _core.metrics_text()
 
-__all__ = ["Table", "Loader", "ListArray", "metrics_text", "CommitConflict", "__version__"]
+__all__ = ["Table", "Loader", "ListArray", "ingest", "read_parquet", "parquet_schema", "metrics_text",
+           "CommitConflict", "__version__"]

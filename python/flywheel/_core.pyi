@@ -8,7 +8,7 @@ mask is None or a bool ndarray (n,), True = null. Outputs are read-only views
 that keep the C++ buffers alive.
 """
 
-from typing import Dict, Iterator, List, Optional, Tuple, Union
+from typing import Callable, Dict, Iterator, List, Optional, Tuple, Union
 
 import numpy as np
 
@@ -213,7 +213,8 @@ class Loader:
              shuffle: bool, shuffle_mode: str, block_rows: int, window_blocks: int, seed: int, epoch: int,
              rank: int, world_size: int, drop_last: bool, num_threads: int, prefetch_bytes: int,
              mixture_weights: List[float], samples_per_epoch: int,
-             images: List[Tuple[str, Dict[str, object]]], on_error: str, use_io_uring: bool) -> "Loader": ...
+             images: List[Tuple[str, Dict[str, object]]], on_error: str, use_io_uring: bool,
+             consumer_spin_us: int = -1) -> "Loader": ...
     # -> None at the end of an epoch, else (epoch, position, {name: column tuple}, indices int64, tables int32)
     def next(self, timeout: Optional[float] = None) -> Optional[Tuple[int, int, Dict[str, tuple], np.ndarray, np.ndarray]]: ...
     def state(self) -> str: ...  # JSON (docs/loader.md, "State")
@@ -230,3 +231,12 @@ class Loader:
 def pack_tokens(offsets: np.ndarray, values: np.ndarray, seq_len: int, split_documents: bool,
                 eos_token: Optional[int], pad_token: int, positions_continue: bool) -> Dict[str, object]: ...
 def metrics_text() -> str: ...
+
+# Ingest and Parquet (python/flywheel/interop.py, docs/ingest.md).
+def read_parquet(path: str, columns: List[str] = ..., threads: int = 0) -> Dict[str, tuple]: ...
+# (fields [(name, parquet type, nullable)], table schema text, num_rows, row groups)
+def parquet_schema(path: str) -> Tuple[List[Tuple[str, str, bool]], str, int, int]: ...
+def ingest(sources: List[str], table: str, format: str = "auto", columns: List[str] = ..., threads: int = 0,
+           on_error: str = "fail", commit_every: int = 0, schema: str = "", overrides: Dict[str, str] = ...,
+           delimiter: str = ",", header: bool = True,
+           progress: Optional[Callable[[Dict[str, object]], None]] = None) -> Dict[str, object]: ...

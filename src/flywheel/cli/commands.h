@@ -11,6 +11,8 @@ namespace flywheel::cli {
 void AddTableCommands(CLI::App& app, int* exit_code);
 // `flywheel replay ...` (builds with the gRPC service only).
 void AddReplayCommands(CLI::App& app, int* exit_code);
+// `flywheel ingest` and `flywheel export` (ingest_commands.cc).
+void AddIngestCommands(CLI::App& app, int* exit_code);
 // `flywheel run CONFIG.toml` (run_command.cc).
 void AddRunCommand(CLI::App& app, int* exit_code);
 

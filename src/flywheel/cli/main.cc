@@ -10,6 +10,7 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", "flywheel 0.1.0");
   int exit_code = 0;
   flywheel::cli::AddTableCommands(app, &exit_code);
+  flywheel::cli::AddIngestCommands(app, &exit_code);
 #ifdef FLYWHEEL_HAVE_REPLAY_SERVICE
   flywheel::cli::AddReplayCommands(app, &exit_code);
   flywheel::cli::AddRunCommand(app, &exit_code);

@@ -1,0 +1,87 @@
+"""Ingest and Parquet: bring files into tables, read Parquet into numpy.
+
+    import flywheel
+    flywheel.ingest(["data/*.parquet"], "/tables/train")        # one commit, provenance recorded
+    cols = flywheel.read_parquet("part-0.parquet", columns=["id", "text"])
+
+Parquet is read by flywheel's own reader (every physical type, encoding and
+codec of the format; lists, structs, maps). Columns come back in the forms of
+``Table.scan`` (docs/python.md): numpy arrays (masked where a value is null),
+lists of ``str``/``bytes`` for strings and binary, ``ListArray`` for lists of
+numbers; structs are flattened to ``"struct.field"`` columns and other
+nested values are JSON text — the same mapping ``ingest`` uses (docs/ingest.md).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Union
+
+from . import _core
+from ._convert import batch_from_core
+
+__all__ = ["read_parquet", "parquet_schema", "ingest"]
+
+
+def _strs(x: Optional[Union[str, Sequence[str]]]) -> List[str]:
+    if x is None:
+        return []
+    if isinstance(x, str):
+        return [x]
+    return [str(s) for s in x]
+
+
+def read_parquet(path: str, columns: Optional[Sequence[str]] = None, threads: int = 0) -> Dict[str, Any]:
+    """The file's columns as ``{name: data}``; ``columns`` picks top-level
+    fields (a struct brings all its flattened fields). Row groups are read in
+    parallel on ``threads`` threads (0: one per CPU).
+
+    Raises FileNotFoundError for a missing file, KeyError for an unknown
+    column, ValueError for a file that is not valid Parquet (the message names
+    the row group, column and page).
+    """
+    try:
+        return batch_from_core(_core.read_parquet(str(path), _strs(columns), int(threads)))
+    except FileNotFoundError as e:
+        if "has no column" in str(e):
+            raise KeyError(str(e)) from None
+        raise
+
+
+def parquet_schema(path: str) -> Dict[str, Any]:
+    """``{"fields": [(name, parquet type, nullable)], "table_schema": text,
+    "num_rows": n, "row_groups": k}`` without reading any data;
+    ``table_schema`` is the schema ``ingest`` would create."""
+    fields, schema, rows, groups = _core.parquet_schema(str(path))
+    return {"fields": [tuple(f) for f in fields], "table_schema": schema, "num_rows": rows, "row_groups": groups}
+
+
+def ingest(sources: Union[str, Sequence[str]], table: str, *, format: str = "auto",
+           columns: Optional[Sequence[str]] = None, threads: int = 0, on_error: str = "fail",
+           commit_every: int = 0, schema: Optional[str] = None, types: Optional[Mapping[str, str]] = None,
+           delimiter: str = ",", header: bool = True,
+           progress: Optional[Callable[[Dict[str, Any]], None]] = None) -> Dict[str, Any]:
+    """Reads ``sources`` (paths, directories or glob patterns) into ``table``
+    (created with the first source's schema when absent) as one commit, or
+    one per ``commit_every`` sources. Each source's path, size, XXH3-64
+    checksum and row count are recorded in the commit's properties
+    (``ingest.sources``).
+
+    format: "auto" (from the file name), "parquet", "jsonl", "csv", "wds"
+      (WebDataset tar shards, .tar/.tar.gz) or "files" (a directory: rows of
+      path and bytes).
+    on_error: "fail" (default: the first bad source raises and nothing is
+      committed), "skip" (bad sources are left out and listed in the result
+      and the commit), "quarantine" (as skip, and copied to TABLE/_quarantine/).
+    schema / types / delimiter / header: JSONL and CSV: a schema text
+      ("a:int64, b:string?") instead of inference, per-field type overrides,
+      the CSV delimiter and whether the first row is a header.
+    progress: called about twice a second with {"files_done", "files_total",
+      "files_failed", "rows", "bytes_done", "bytes_total", "seconds"}.
+
+    Returns {"rows", "versions", "seconds", "files_failed", "sources": [...]}.
+    Ctrl-C (KeyboardInterrupt) stops the ingest; the table stays at its last
+    commit.
+    """
+    return _core.ingest(_strs(sources), str(table), format=format, columns=_strs(columns), threads=int(threads),
+                        on_error=on_error, commit_every=int(commit_every), schema=schema or "",
+                        overrides=dict(types or {}), delimiter=delimiter, header=bool(header), progress=progress)
