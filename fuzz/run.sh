@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Runs every libFuzzer binary in BUILD_DIR/fuzz for SECONDS seconds each.
+# Runs every libFuzzer binary in BUILD_DIR/fuzz for SECONDS seconds each
+# (the Parquet metadata and encoding targets for at least 30 s).
 #
 #   fuzz/run.sh BUILD_DIR SECONDS
 #
@@ -42,8 +43,13 @@ for bin in "${targets[@]}"; do
   else
     echo "fuzz/run.sh: warning: no seed corpus fuzz/corpus/$name" >&2
   fi
-  echo "== $name: fuzzing for ${seconds}s ($(ls "$corpus" | wc -l) seeds)"
-  "$bin" -max_total_time="$seconds" -timeout=25 -rss_limit_mb=2048 \
+  # The Parquet decoders (untrusted files from anywhere) get at least 30 s.
+  run_seconds=$seconds
+  case $name in
+    parquet_metadata|parquet_encoding) [ "$run_seconds" -lt 30 ] && run_seconds=30 ;;
+  esac
+  echo "== $name: fuzzing for ${run_seconds}s ($(ls "$corpus" | wc -l) seeds)"
+  "$bin" -max_total_time="$run_seconds" -timeout=25 -rss_limit_mb=2048 \
     -artifact_prefix="$artifacts/" -print_final_stats=1 "$corpus" >"$log" 2>&1
   rc=$?
   grep -E "^(stat::number_of_executed_units|stat::peak_rss_mb|#[0-9]+ +DONE)" "$log" | sed 's/^/   /'
