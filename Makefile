@@ -43,8 +43,11 @@ deps:
 	  $$SUDO apt-get update -q && \
 	  DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -q --no-install-recommends $$missing; \
 	else echo "make deps: all Debian packages present"; fi
-	@command -v node >/dev/null 2>&1 || { echo "make deps: installing nodejs/npm (benchmark peers)"; \
+	@command -v node >/dev/null 2>&1 || { echo "make deps: installing nodejs/npm (test and benchmark peers)"; \
 	  DEBIAN_FRONTEND=noninteractive apt-get install -y -q nodejs npm; }
+	@# DuckDB (@duckdb/node-api): the independent reader the Parquet tests and benchmarks compare with.
+	@[ -d bench/peers/node_modules/@duckdb/node-api ] || { echo "make deps: npm install in bench/peers (DuckDB peer)"; \
+	  (cd bench/peers && npm install --no-audit --no-fund); }
 
 $(BUILD)/build.ninja:
 	cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) \

@@ -7,7 +7,9 @@
 #include <atomic>
 
 #include "arrays.h"
+#include "flywheel/interop/export.h"
 #include "flywheel/interop/ingest.h"
+#include "flywheel/interop/parquet/compression.h"
 #include "flywheel/interop/parquet/convert.h"
 #include "flywheel/interop/parquet/reader.h"
 #include "status.h"
@@ -138,9 +140,36 @@ py::dict Ingest(const std::vector<std::string>& sources, const std::string& tabl
   return out;
 }
 
+int64_t ExportParquet(const std::string& uri, int64_t version, const std::string& path,
+                      const std::vector<std::string>& columns, const std::string& codec, int64_t row_group_rows) {
+  interop::ExportOptions o;
+  o.columns = columns;
+  o.row_group_rows = row_group_rows;
+  bool known = false;
+  for (auto c : {parquet::CompressionCodec::kUncompressed, parquet::CompressionCodec::kSnappy,
+                 parquet::CompressionCodec::kGzip, parquet::CompressionCodec::kBrotli, parquet::CompressionCodec::kZstd,
+                 parquet::CompressionCodec::kLz4Raw}) {
+    std::string name(parquet::CodecName(c));
+    for (char& ch : name) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+    if (name == codec || (codec == "none" && c == parquet::CompressionCodec::kUncompressed)) {
+      o.writer.codec = c;
+      known = true;
+    }
+  }
+  if (!known) throw py::value_error("codec must be one of none, snappy, gzip, brotli, zstd, lz4_raw; got '" + codec + "'");
+  py::gil_scoped_release release;
+  table::OpenOptions open;
+  open.version = version;
+  auto t = ValueOrThrow(table::Table::Open(uri, open));
+  return ValueOrThrow(interop::ExportParquet(*t, path, o));
+}
+
 }  // namespace
 
 void RegisterInterop(py::module_& m) {
+  m.def("export_parquet", &ExportParquet, py::arg("uri"), py::arg("version"), py::arg("path"),
+        py::arg("columns") = std::vector<std::string>{}, py::arg("codec") = "zstd",
+        py::arg("row_group_rows") = 122880);
   m.def("read_parquet", &ReadParquet, py::arg("path"), py::arg("columns") = std::vector<std::string>{},
         py::arg("threads") = 0);
   m.def("parquet_schema", &ParquetSchema, py::arg("path"));

@@ -222,6 +222,15 @@ class Table:
             return batch
         return self.take([], columns)  # rows vanished: cannot happen for one version
 
+    def to_parquet(self, path: str, columns: Optional[Sequence[str]] = None, codec: str = "zstd",
+                   row_group_rows: int = 122880) -> int:
+        """Writes this version as one Parquet file (which must not exist) that
+        DuckDB, Arrow, Spark and pandas read; returns the rows written.
+        Columns ingested from Parquet dates, timestamps and decimals get those
+        types back (docs/ingest.md, "Export"). codec: none, snappy, gzip,
+        brotli, zstd or lz4_raw."""
+        return _core.export_parquet(self.path, self.version, str(path), _names(columns), codec, int(row_group_rows))
+
     # ---------------------------------------------------------------- writes
 
     def _core_columns(self, data: Mapping[str, Any], fields) -> Dict[str, tuple]:

@@ -254,3 +254,43 @@ def test_cli_malformed_jsonl_csv_and_tar_are_refused_with_their_location(tmp_pat
     good.write_text('{"id": 1, "v": 2.5}\n')
     r = fw("ingest", good, bad, tmp_path / "t5", "--on-error", "skip", "--type", "id=int64")
     assert "ingested 1 rows from 1 sources" in r.stdout and "skipped" in r.stdout and "bad.jsonl:3" in r.stdout
+
+
+PEERS = os.path.join(REPO, "bench", "peers", "node_modules", "@duckdb", "node-api")
+
+
+def duckdb_read(path):
+    r = subprocess.run(["node", os.path.join(REPO, "tests", "peers", "duckdb_read.mjs"), str(path)],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.skipif(not os.path.isdir(PEERS), reason="DuckDB peer not installed (make deps runs npm install)")
+@pytest.mark.parametrize("name", ["flat_snappy", "flat_v2", "flat_gzip", "arrowrs_default"])
+def test_parquet_to_table_to_parquet_is_value_identical_in_duckdb(tmp_path, name):
+    table = str(tmp_path / "t")
+    flywheel.ingest([pq(name)], table)
+    out = tmp_path / "out.parquet"
+    assert flywheel.Table.open(table).to_parquet(str(out)) == expected(name)["num_rows"]
+    got, want = duckdb_read(out), expected(name)
+    assert got["schema"] == want["schema"]
+    assert got["rows"] == want["rows"]
+
+
+@pytestmark_cli
+@pytest.mark.skipif(not os.path.isdir(PEERS), reason="DuckDB peer not installed (make deps runs npm install)")
+def test_cli_export_of_a_tagged_version_with_projection(tmp_path):
+    table = str(tmp_path / "t")
+    fw("ingest", pq("flat_snappy"), table)
+    flywheel.Table.open(table).tag("first")
+    fw("ingest", pq("flat_zstd"), table)
+    out = tmp_path / "first.parquet"
+    r = fw("export", f"{table}@first", out, "--columns", "id,price", "--codec", "snappy")
+    assert "exported 3000 rows" in r.stdout and "(version 2)" in r.stdout
+    got = duckdb_read(out)
+    want = expected("flat_snappy")
+    assert [f["name"] for f in got["schema"]] == ["id", "price"]
+    assert got["rows"] == [{"id": row["id"], "price": row["price"]} for row in want["rows"]]
+    r = fw("export", table, out, check=False)
+    assert r.returncode != 0 and "exists" in r.stderr

@@ -5,16 +5,20 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <filesystem>
 #include <cstdio>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
 #include "flywheel/cli/commands.h"
 #include "flywheel/cli/common.h"
+#include "flywheel/interop/export.h"
 #include "flywheel/interop/ingest.h"
+#include "flywheel/interop/parquet/compression.h"
 #include "flywheel/io/file_system.h"
 
 namespace flywheel::cli {
@@ -169,6 +173,75 @@ void AddIngestCommands(CLI::App& app, int* rc) {
     for (const auto& s : r->sources) {
       if (!s.error.empty()) std::printf("skipped %s: %s\n", s.path.c_str(), s.error.c_str());
     }
+  });
+}
+
+namespace {
+
+// TABLE, TABLE@VERSION or TABLE@TAG (the part after the last '@' when the
+// part before it is a directory).
+Result<std::shared_ptr<table::Table>> OpenTableRef(const std::string& ref) {
+  std::string path = ref;
+  table::OpenOptions o;
+  const size_t at = ref.rfind('@');
+  std::error_code ec;
+  if (at != std::string::npos && at > 0 && std::filesystem::is_directory(ref.substr(0, at), ec)) {
+    path = ref.substr(0, at);
+    const std::string v = ref.substr(at + 1);
+    int64_t n = 0;
+    if (!v.empty() && absl::SimpleAtoi(v, &n)) {
+      o.version = n;
+    } else {
+      o.tag = v;
+    }
+  }
+  return table::Table::Open(path, o);
+}
+
+}  // namespace
+
+void AddExportCommand(CLI::App& app, int* rc) {
+  auto* cmd = app.add_subcommand(
+      "export", "Write a table version as one Parquet file (read by DuckDB, Spark, Arrow, pandas; docs/ingest.md)");
+  auto ref = std::make_shared<std::string>();
+  auto out = std::make_shared<std::string>();
+  auto columns = std::make_shared<std::string>();
+  auto codec = std::make_shared<std::string>("zstd");
+  auto rows = std::make_shared<int64_t>(122880);
+  auto no_dict = std::make_shared<bool>(false);
+  cmd->add_option("TABLE", *ref, "Table directory, optionally @VERSION or @TAG (default: the latest version)")
+      ->required();
+  cmd->add_option("OUT", *out, "Parquet file to create (must not exist)")->required();
+  cmd->add_option("--columns", *columns, "Columns to write, comma separated (default: all)");
+  cmd->add_option("--codec", *codec, "none, snappy, gzip, brotli, zstd or lz4_raw")->capture_default_str();
+  cmd->add_option("--row-group-rows", *rows, "Rows per row group")->capture_default_str();
+  cmd->add_flag("--no-dictionary", *no_dict, "PLAIN encoding only (no dictionary pages)");
+  cmd->callback([=] {
+    auto t = OpenTableRef(*ref);
+    if (!t.ok()) return void(*rc = Fail(t.status()));
+    interop::ExportOptions o;
+    if (!columns->empty()) o.columns = absl::StrSplit(*columns, ',', absl::SkipEmpty());
+    o.row_group_rows = *rows;
+    bool known = false;
+    for (auto c : {parquet::CompressionCodec::kUncompressed, parquet::CompressionCodec::kSnappy,
+                   parquet::CompressionCodec::kGzip, parquet::CompressionCodec::kBrotli,
+                   parquet::CompressionCodec::kZstd, parquet::CompressionCodec::kLz4Raw}) {
+      std::string name(parquet::CodecName(c));
+      for (char& ch : name) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+      if (name == *codec || (*codec == "none" && c == parquet::CompressionCodec::kUncompressed)) {
+        o.writer.codec = c;
+        known = true;
+      }
+    }
+    if (!known) {
+      return void(*rc = Fail(absl::InvalidArgumentError(
+                      absl::StrCat("--codec ", *codec, ": expected none, snappy, gzip, brotli, zstd or lz4_raw"))));
+    }
+    if (*no_dict) o.writer.dictionary_bytes = 0;
+    auto n = interop::ExportParquet(**t, *out, o);
+    if (!n.ok()) return void(*rc = Fail(n.status()));
+    std::printf("exported %lld rows of %s (version %lld) to %s\n", static_cast<long long>(*n),
+                (*t)->uri().c_str(), static_cast<long long>((*t)->version()), out->c_str());
   });
 }
 

@@ -11,6 +11,7 @@ int main(int argc, char** argv) {
   int exit_code = 0;
   flywheel::cli::AddTableCommands(app, &exit_code);
   flywheel::cli::AddIngestCommands(app, &exit_code);
+  flywheel::cli::AddExportCommand(app, &exit_code);
 #ifdef FLYWHEEL_HAVE_REPLAY_SERVICE
   flywheel::cli::AddReplayCommands(app, &exit_code);
   flywheel::cli::AddRunCommand(app, &exit_code);

@@ -250,7 +250,11 @@ Result<IngestResult> Ingest(const IngestOptions& o) {
       FW_ASSIGN_OR_RETURN_CTX(auto first, OpenSource(jobs[0]->path, jobs[0]->format, o), jobs[0]->path);
       table::CommitOptions c;
       c.properties = {{"ingest.command", o.command_line}, {"flywheel.version", kVersion}};
-      FW_ASSIGN_OR_RETURN(table, table::Table::Create(o.table, first->schema(), o.table_options, c));
+      table::TableOptions to = o.table_options;
+      if (auto tags = first->logical_types(); !tags.empty()) {
+        to.extra_config["logical_types"] = nlohmann::json(tags).dump();
+      }
+      FW_ASSIGN_OR_RETURN(table, table::Table::Create(o.table, first->schema(), to, c));
     } else {
       return opened.status();
     }

@@ -7,7 +7,9 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
+#include <string>
 
 #include "flywheel/base/status.h"
 #include "flywheel/format/column.h"
@@ -25,6 +27,10 @@ class RecordBatchReader {
   virtual Result<std::optional<format::RecordBatch>> Next() = 0;
   // Input bytes consumed so far (for progress); 0 when unknown.
   virtual int64_t bytes_read() const { return 0; }
+  // Column → logical type tag for columns whose source type says more than
+  // their table type (Parquet dates, timestamps, decimals; see
+  // parquet/convert.h LogicalTypeTags). Empty for most sources.
+  virtual std::map<std::string, std::string> logical_types() const { return {}; }
 };
 
 }  // namespace flywheel::interop

@@ -67,6 +67,11 @@ Status TableOptions::Validate() const {
   FW_RETURN_IF_ERROR_CTX(shard.Validate(), "table options");
   if (max_rows_per_file < 1) return absl::InvalidArgumentError("max_rows_per_file must be >= 1");
   if (max_commit_attempts < 1) return absl::InvalidArgumentError("max_commit_attempts must be >= 1");
+  for (const auto& [k, v] : extra_config) {
+    if (k.empty() || k == "codec" || k == "page_size" || k == "zstd_level") {
+      return absl::InvalidArgumentError(absl::StrCat("extra_config may not set '", k, "'"));
+    }
+  }
   return absl::OkStatus();
 }
 
@@ -350,6 +355,7 @@ Result<std::shared_ptr<Table>> Table::Create(const std::string& uri, const forma
   m.config = {{"codec", std::string(format::CodecName(options.shard.codec))},
               {"page_size", std::to_string(options.shard.page_size)},
               {"zstd_level", std::to_string(options.shard.zstd_level)}};
+  for (const auto& [k, v] : options.extra_config) m.config[k] = v;
   for (auto& f : m.schema.fields) {
     f.id = m.next_field_id++;
     if (!f.default_json.empty()) {

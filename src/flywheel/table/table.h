@@ -46,6 +46,11 @@ struct TableOptions {
   int max_commit_attempts = 10000;
   // Identity recorded in each commit; default "<hostname>:<pid>".
   std::string writer;
+  // More config entries Create() records beside codec/page_size/zstd_level
+  // (which they may not name), kept by every later version: facts about the
+  // table that readers and exporters use, e.g. "logical_types" (written by
+  // ingest: the source's dates, timestamps and decimals, docs/ingest.md).
+  std::map<std::string, std::string> extra_config;
 
   Status Validate() const;
 };

@@ -3,7 +3,9 @@
 #include <charconv>
 #include <cmath>
 #include <cstring>
+#include <optional>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 
 namespace flywheel::parquet {
@@ -309,6 +311,25 @@ Status Convert(const Field& f, Array a, const std::vector<uint8_t>& outer, const
   return absl::OkStatus();
 }
 
+const char* UnitName(TimeUnit u) { return u == TimeUnit::kMillis ? "ms" : u == TimeUnit::kMicros ? "us" : "ns"; }
+
+void CollectTags(const Field& f, const std::string& prefix, std::map<std::string, std::string>* out) {
+  const std::string name = prefix.empty() ? f.name : absl::StrCat(prefix, ".", f.name);
+  const ValueType& t = f.type;
+  switch (t.kind) {
+    case ValueKind::kStruct:
+      for (const Field& c : f.children) CollectTags(c, name, out);
+      return;
+    case ValueKind::kDate32: (*out)[name] = "date32"; return;
+    case ValueKind::kTime32: case ValueKind::kTime64: (*out)[name] = absl::StrCat("time(", UnitName(t.unit), ")"); return;
+    case ValueKind::kTimestamp:
+      (*out)[name] = absl::StrCat("timestamp(", UnitName(t.unit), t.adjusted_to_utc ? ", UTC)" : ")");
+      return;
+    case ValueKind::kDecimal: (*out)[name] = absl::StrCat("decimal(", t.precision, ",", t.scale, ")"); return;
+    default: return;
+  }
+}
+
 class ParquetSource final : public interop::RecordBatchReader {
  public:
   ParquetSource(std::unique_ptr<ParquetReader> r, std::vector<std::string> columns, format::Schema schema,
@@ -317,6 +338,11 @@ class ParquetSource final : public interop::RecordBatchReader {
 
   const format::Schema& schema() const override { return schema_; }
   int64_t bytes_read() const override { return bytes_; }
+  std::map<std::string, std::string> logical_types() const override {
+    std::map<std::string, std::string> tags;
+    for (const Field* f : fields_) CollectTags(*f, "", &tags);
+    return tags;
+  }
 
   Result<std::optional<format::RecordBatch>> Next() override {
     if (next_ >= r_->num_row_groups()) return std::optional<format::RecordBatch>();
@@ -350,6 +376,56 @@ Result<std::vector<format::Field>> ToTableFields(const Field& field) {
   std::vector<format::Field> out;
   FW_RETURN_IF_ERROR(Flatten(field, "", false, &out));
   return out;
+}
+
+std::map<std::string, std::string> LogicalTypeTags(const Field& field) {
+  std::map<std::string, std::string> tags;
+  CollectTags(field, "", &tags);
+  return tags;
+}
+
+Result<ValueType> ParseLogicalTypeTag(std::string_view tag) {
+  auto unit = [](std::string_view u) -> std::optional<TimeUnit> {
+    if (u == "ms") return TimeUnit::kMillis;
+    if (u == "us") return TimeUnit::kMicros;
+    if (u == "ns") return TimeUnit::kNanos;
+    return std::nullopt;
+  };
+  auto bad = [&] { return absl::InvalidArgumentError(absl::StrCat("unknown logical type tag '", AsAbsl(tag), "'")); };
+  if (tag == "date32") return ValueType{ValueKind::kDate32};
+  const size_t open = tag.find('(');
+  if (open == std::string_view::npos || tag.back() != ')') return bad();
+  const std::string_view head = tag.substr(0, open);
+  std::string_view args = tag.substr(open + 1, tag.size() - open - 2);
+  if (head == "time" || head == "timestamp") {
+    bool utc = false;
+    if (const size_t comma = args.find(','); comma != std::string_view::npos) {
+      utc = args.substr(comma) == ", UTC";
+      if (!utc) return bad();
+      args = args.substr(0, comma);
+    }
+    auto u = unit(args);
+    if (!u) return bad();
+    ValueType t{head == "timestamp" ? ValueKind::kTimestamp
+                                    : (*u == TimeUnit::kMillis ? ValueKind::kTime32 : ValueKind::kTime64)};
+    t.unit = *u;
+    t.adjusted_to_utc = utc;
+    return t;
+  }
+  if (head == "decimal") {
+    const size_t comma = args.find(',');
+    if (comma == std::string_view::npos) return bad();
+    int p = 0, s = 0;
+    if (!absl::SimpleAtoi(AsAbsl(args.substr(0, comma)), &p) || !absl::SimpleAtoi(AsAbsl(args.substr(comma + 1)), &s) ||
+        p < 1 || p > 38 || s < 0 || s > p) {
+      return bad();
+    }
+    ValueType t{ValueKind::kDecimal, p <= 9 ? 4 : p <= 18 ? 8 : 16};
+    t.precision = p;
+    t.scale = s;
+    return t;
+  }
+  return bad();
 }
 
 Result<std::vector<format::Column>> ToTableColumns(const Field& field, Array array) {

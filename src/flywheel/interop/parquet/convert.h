@@ -15,7 +15,9 @@
 // Thread-safety: pure functions; the source as source.h says.
 #pragma once
 
+#include <map>
 #include <memory>
+#include <string_view>
 #include <string>
 #include <vector>
 
@@ -31,6 +33,14 @@ namespace flywheel::parquet {
 Result<std::vector<format::Field>> ToTableFields(const Field& field);
 // The columns of `array` (of `field`), matching ToTableFields.
 Result<std::vector<format::Column>> ToTableColumns(const Field& field, Array array);
+
+// The Parquet logical type of each table column ToTableFields makes whose
+// table type keeps only its storage: "date32", "time(ms|us|ns)",
+// "timestamp(ms|us|ns)" / "timestamp(ms|us|ns, UTC)", "decimal(P,S)". Ingest
+// records them in the table's config ("logical_types", a JSON object of
+// column → tag); export turns such columns back into those types.
+std::map<std::string, std::string> LogicalTypeTags(const Field& field);
+Result<ValueType> ParseLogicalTypeTag(std::string_view tag);
 
 struct SourceOptions {
   std::vector<std::string> columns;  // top-level Parquet fields; empty = all
