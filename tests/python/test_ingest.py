@@ -294,3 +294,17 @@ def test_cli_export_of_a_tagged_version_with_projection(tmp_path):
     assert got["rows"] == [{"id": row["id"], "price": row["price"]} for row in want["rows"]]
     r = fw("export", table, out, check=False)
     assert r.returncode != 0 and "exists" in r.stderr
+
+
+@pytestmark_cli
+def test_cli_schema_file_and_type_overrides_for_jsonl(tmp_path):
+    src = tmp_path / "rows.jsonl"
+    src.write_text("".join(json.dumps({"id": i, "v": i / 2, "name": f"r{i}"}) + "\n" for i in range(10)))
+    schema = tmp_path / "schema.txt"
+    schema.write_text("id:int32, v:float32, name:string?\n")
+    fw("ingest", src, tmp_path / "a", "--schema", schema)
+    assert flywheel.Table.open(str(tmp_path / "a")).schema == {"id": "int32", "v": "float32", "name": "string?"}
+    fw("ingest", src, tmp_path / "b", "--type", "v=float16")
+    assert flywheel.Table.open(str(tmp_path / "b")).schema["v"] == "float16"
+    r = fw("ingest", src, tmp_path / "c", "--schema", "id:int8", check=False)
+    assert r.returncode == 2 and "rows.jsonl:1:" in r.stderr, r.stderr

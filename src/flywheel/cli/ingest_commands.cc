@@ -80,7 +80,8 @@ void AddIngestCommands(CLI::App& app, int* rc) {
   cmd->add_option("--format", *format, "auto (from the file name), parquet, jsonl, csv, wds or files")
       ->capture_default_str();
   cmd->add_option("--schema", *schema,
-                  "JSONL/CSV: the schema instead of inference, as name:type,... or @FILE holding it");
+                  "JSONL/CSV: the schema instead of inference: a FILE holding name:type,... (or @FILE),\n"
+                  "or the text itself, e.g. 'id:int64, text:string?'");
   cmd->add_option("--type", *types, "JSONL/CSV: override one inferred type, NAME=TYPE (repeatable)");
   cmd->add_option("--columns", *columns, "Keep only these top-level columns, comma separated");
   cmd->add_option("--threads", *threads, "Sources read at once (default: the number of CPUs)");
@@ -108,8 +109,9 @@ void AddIngestCommands(CLI::App& app, int* rc) {
     if (!columns->empty()) o.columns = absl::StrSplit(*columns, ',', absl::SkipEmpty());
     if (!schema->empty()) {
       std::string text = *schema;
-      if (text[0] == '@') {
-        auto data = io::PosixFileSystem()->ReadFile(text.substr(1));
+      std::error_code ec;
+      if (text[0] == '@' || std::filesystem::is_regular_file(text, ec)) {
+        auto data = io::PosixFileSystem()->ReadFile(text[0] == '@' ? text.substr(1) : text);
         if (!data.ok()) return void(*rc = Fail(data.status()));
         text = *data;
         while (!text.empty() && (text.back() == '\n' || text.back() == '\r')) text.pop_back();
