@@ -179,23 +179,29 @@ void AddFragments(const std::vector<Fragment>& fresh, Manifest* next) {
     next->fragments.push_back(std::move(f));
   }
 }
+
+// An append of `fresh` (rows in all): compatible with every concurrent commit
+// but an overwrite.
+PendingCommit AppendOp(std::vector<Fragment> fresh, int64_t rows) {
+  PendingCommit op;
+  op.type = "append";
+  op.details = {{"rows", std::to_string(rows)}, {"files", std::to_string(fresh.size())}};
+  op.conflict = [](const Manifest& theirs) -> Result<std::string> {
+    if (theirs.operation.type == "overwrite") return std::string("the table was overwritten");
+    return std::string();
+  };
+  op.apply = [fresh = std::move(fresh)](const Manifest&, Manifest* next) {
+    AddFragments(fresh, next);
+    return absl::OkStatus();
+  };
+  return op;
+}
 }  // namespace
 
 Status Table::Append(const RecordBatch& batch, const CommitOptions& commit) {
   FW_ASSIGN_OR_RETURN_CTX(RecordBatch conformed, Impl::Conform(schema(), batch), "append to ", uri_);
   FW_ASSIGN_OR_RETURN(auto fresh, Impl::WriteFragments(this, conformed));
-  PendingCommit op;
-  op.type = "append";
-  op.details = {{"rows", std::to_string(batch.num_rows)}, {"files", std::to_string(fresh.size())}};
-  op.conflict = [](const Manifest& theirs) -> Result<std::string> {
-    if (theirs.operation.type == "overwrite") return std::string("the table was overwritten");
-    return std::string();
-  };
-  op.apply = [fresh](const Manifest&, Manifest* next) {
-    AddFragments(fresh, next);
-    return absl::OkStatus();
-  };
-  return Impl::Commit(this, commit, std::move(op));
+  return Impl::Commit(this, commit, AppendOp(std::move(fresh), batch.num_rows));
 }
 
 struct AppendTransaction::State {
@@ -268,18 +274,7 @@ Status AppendTransaction::Commit(const CommitOptions& commit) {
     fresh = state_->fresh;
     rows = state_->rows;
   }
-  PendingCommit op;
-  op.type = "append";
-  op.details = {{"rows", std::to_string(rows)}, {"files", std::to_string(fresh.size())}};
-  op.conflict = [](const Manifest& theirs) -> Result<std::string> {
-    if (theirs.operation.type == "overwrite") return std::string("the table was overwritten");
-    return std::string();
-  };
-  op.apply = [fresh](const Manifest&, Manifest* next) {
-    AddFragments(fresh, next);
-    return absl::OkStatus();
-  };
-  return Table::Impl::Commit(table_, commit, std::move(op));
+  return Table::Impl::Commit(table_, commit, AppendOp(std::move(fresh), rows));
 }
 
 Status Table::Overwrite(const RecordBatch& batch, const CommitOptions& commit) {
