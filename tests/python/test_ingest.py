@@ -6,6 +6,7 @@ ingested table."""
 import base64
 import json
 import os
+import shutil
 import signal
 import subprocess
 import time
@@ -308,3 +309,16 @@ def test_cli_schema_file_and_type_overrides_for_jsonl(tmp_path):
     assert flywheel.Table.open(str(tmp_path / "b")).schema["v"] == "float16"
     r = fw("ingest", src, tmp_path / "c", "--schema", "id:int8", check=False)
     assert r.returncode == 2 and "rows.jsonl:1:" in r.stderr, r.stderr
+
+
+@pytestmark_cli
+@pytest.mark.skipif(not shutil.which("script"), reason="util-linux script(1) not installed")
+def test_cli_ingest_draws_a_progress_bar_on_a_terminal(tmp_path):
+    table = tmp_path / "t"
+    # script(1) runs the command on a pseudo-terminal, so stderr is a TTY.
+    cmd = f"{BIN} ingest {os.path.join(DATA, 'flat_*.parquet')} {table}"
+    r = subprocess.run(["script", "-qec", cmd, "/dev/null"], capture_output=True, timeout=120)
+    out = r.stdout.decode(errors="replace")  # bytes: keep the carriage returns
+    assert r.returncode == 0, out
+    assert "\r\x1b[K5/5 files" in out and "MB/s, ETA" in out
+    assert "ingest: " not in out  # no plain lines on a terminal

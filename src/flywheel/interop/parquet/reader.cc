@@ -884,7 +884,8 @@ Status ReaderImpl::ReadLeaf(int row_group, int leaf, LeafData* out) const {
   const size_t width = PhysicalSize(el);
   while (out->entries < m.num_values) {
     const uint64_t at = static_cast<uint64_t>(start) + pos;
-    auto ctx = [&] { return absl::StrCat("page ", page, " at byte ", at); };
+    const int page_index = page;  // the page this iteration reads (page is advanced below)
+    auto ctx = [page_index, at] { return absl::StrCat("page ", page_index, " at byte ", at); };
     if (pos >= size) {
       return absl::DataLossError(absl::StrCat("the column chunk ends after ", out->entries, " of its ",
                                               m.num_values, " values"));
@@ -1083,7 +1084,15 @@ Status ReaderImpl::BuildLeaf(const Plan& p, LeafData& d, Array* out) const {
         int32_t day;
         std::memcpy(&nanos, src, 8);
         std::memcpy(&day, src + 8, 4);
-        const int64_t ns = (static_cast<int64_t>(day) - 2440588) * 86400 * 1000000000LL + nanos;
+        // Nanoseconds since 1970 fit int64 for about ±292 years (Julian
+        // days 2440588 ± 106751); a value outside is refused, not wrapped.
+        const int64_t days = static_cast<int64_t>(day) - 2440588;
+        constexpr int64_t kNanosPerDay = int64_t{86400} * 1000000000;
+        if (days < -106750 || days > 106750 || nanos < 0 || nanos >= kNanosPerDay) {
+          return absl::DataLossError(absl::StrCat("INT96 value ", used - 1, " (Julian day ", day, ", ", nanos,
+                                                  " ns) is not a timestamp in nanoseconds' range"));
+        }
+        const int64_t ns = days * kNanosPerDay + nanos;
         std::memcpy(dst, &ns, 8);
         break;
       }
