@@ -243,26 +243,6 @@ struct LeafData {
 };
 
 
-// Entries that start a slot of `n`: rep <= n.rep and def >= n.exist_def.
-std::vector<int64_t> Slots(const LeafData& d, const SNode& n) {
-  std::vector<int64_t> s;
-  if (d.rep.empty() && n.exist_def == 0) {  // no repetition: every entry
-    s.resize(static_cast<size_t>(d.entries));
-    for (int64_t j = 0; j < d.entries; ++j) s[j] = j;
-    return s;
-  }
-  s.resize(static_cast<size_t>(d.entries));
-  const int16_t* rep = d.rep.empty() ? nullptr : d.rep.data();
-  const int16_t* def = d.def.empty() ? nullptr : d.def.data();
-  size_t k = 0;
-  for (int64_t j = 0; j < d.entries; ++j) {
-    const bool starts = (rep ? rep[j] : 0) <= n.rep && (def ? def[j] : 0) >= n.exist_def;
-    s[k] = j;
-    k += starts;
-  }
-  s.resize(k);
-  return s;
-}
 
 // a's length, null count and validity bitmap: slot s (entry slots[s], or s
 // when `slots` is null) is valid when its definition level reaches `def`.
@@ -280,6 +260,33 @@ void SetValidityFromLevels(const LeafData& d, const std::vector<int64_t>* slots,
     const bool ok = lv[sl ? sl[s] : s] >= def;
     bits[s >> 3] |= static_cast<uint8_t>(static_cast<unsigned>(ok) << (s & 7));
     nulls += !ok;
+  }
+  a->null_count = nulls;
+  if (nulls > 0) a->validity = std::move(bits);
+}
+
+// a's length, null count and validity bitmap over the slots of `n` (the
+// entries with repetition level <= n.rep and definition level >=
+// n.exist_def), without a list of them: one pass counts, one fills.
+void SetValidityOfSlots(const LeafData& d, const SNode& n, int16_t def, Array* a) {
+  if (d.rep.empty() && n.exist_def == 0) return SetValidityFromLevels(d, nullptr, d.entries, def, a);
+  const int16_t* rep = d.rep.empty() ? nullptr : d.rep.data();
+  const int16_t* dl = d.def.empty() ? nullptr : d.def.data();
+  auto starts = [&](int64_t j) { return (rep ? rep[j] : 0) <= n.rep && (dl ? dl[j] : 0) >= n.exist_def; };
+  int64_t count = 0;
+  for (int64_t j = 0; j < d.entries; ++j) count += starts(j);
+  a->length = count;
+  a->null_count = 0;
+  a->validity.clear();
+  if (!dl || def == 0) return;
+  std::vector<uint8_t> bits(static_cast<size_t>((count + 7) / 8), 0);
+  int64_t s = 0, nulls = 0;
+  for (int64_t j = 0; j < d.entries; ++j) {
+    if (!starts(j)) continue;
+    const bool ok = dl[j] >= def;
+    bits[s >> 3] |= static_cast<uint8_t>(static_cast<unsigned>(ok) << (s & 7));
+    nulls += !ok;
+    ++s;
   }
   a->null_count = nulls;
   if (nulls > 0) a->validity = std::move(bits);
@@ -987,13 +994,9 @@ Status ReaderImpl::BuildLeaf(const Plan& p, LeafData& d, Array* out) const {
   const SNode& leaf = nodes_[leaf_nodes_[n.leaf]];
   const SchemaElement& el = *leaf.el;
   const ValueType& t = p.field.type;
-  // Without repetition every entry is a slot: no slot list needed.
-  const bool flat = d.rep.empty() && n.exist_def == 0;
-  std::vector<int64_t> slot_list;
-  if (!flat) slot_list = Slots(d, n);
-  const int64_t len = flat ? d.entries : static_cast<int64_t>(slot_list.size());
   out->type = t;
-  SetValidityFromLevels(d, flat ? nullptr : &slot_list, len, leaf.def, out);
+  SetValidityOfSlots(d, n, leaf.def, out);
+  const int64_t len = out->length;
   if (t.kind == ValueKind::kNull) return absl::OkStatus();
   const int64_t present = len - out->null_count;
   int64_t used = 0;  // dense values consumed
@@ -1127,9 +1130,8 @@ Status ReaderImpl::Build(const Plan& p, std::vector<LeafData>& leaves, Array* ou
   const LeafData& d = leaves[p.first_leaf];
   if (p.kind == Plan::Kind::kStruct) {
     const SNode& n = nodes_[p.node];
-    std::vector<int64_t> slots = Slots(d, n);
     out->type = p.field.type;
-    SetValidityFromLevels(d, &slots, static_cast<int64_t>(slots.size()), n.def, out);
+    SetValidityOfSlots(d, n, n.def, out);
     out->children.resize(p.children.size());
     for (size_t c = 0; c < p.children.size(); ++c) {
       FW_RETURN_IF_ERROR(Build(p.children[c], leaves, &out->children[c]));
@@ -1143,22 +1145,25 @@ Status ReaderImpl::Build(const Plan& p, std::vector<LeafData>& leaves, Array* ou
   // A list: slots of the list node, elements are the repeated node's slots.
   const SNode& ln = nodes_[p.node];
   const SNode& rn = nodes_[p.repeated];
-  std::vector<int64_t> slots = Slots(d, ln);
-  std::vector<int64_t> elems = Slots(d, rn);
   const int16_t valid_def = p.validity_node >= 0 ? nodes_[p.validity_node].def : 0;
   out->type = p.field.type;
-  SetValidityFromLevels(d, &slots, static_cast<int64_t>(slots.size()), valid_def, out);
-  out->offsets.assign(slots.size() + 1, 0);
-  size_t e = 0;
-  for (size_t s = 0; s < slots.size(); ++s) {
-    const int64_t end = s + 1 < slots.size() ? slots[s + 1] : d.entries;
-    int64_t count = 0;
-    while (e < elems.size() && elems[e] < end) {
-      if (elems[e] >= slots[s]) ++count;
-      ++e;
+  SetValidityOfSlots(d, ln, valid_def, out);
+  // Offsets in one pass: a list slot starts at an entry that starts a slot
+  // of the list node; each entry that starts a slot of the repeated node is
+  // one element of the current list.
+  const int16_t* rep = d.rep.empty() ? nullptr : d.rep.data();
+  const int16_t* dl = d.def.empty() ? nullptr : d.def.data();
+  out->offsets.assign(static_cast<size_t>(out->length) + 1, 0);
+  int64_t slot = -1, elements = 0;
+  for (int64_t j = 0; j < d.entries; ++j) {
+    const int16_t r = rep ? rep[j] : 0, df = dl ? dl[j] : 0;
+    if (r <= ln.rep && df >= ln.exist_def) {
+      if (slot >= 0) out->offsets[slot + 1] = elements;
+      ++slot;
     }
-    out->offsets[s + 1] = out->offsets[s] + count;
+    if (r <= rn.rep && df >= rn.exist_def) ++elements;
   }
+  if (slot >= 0) out->offsets[slot + 1] = elements;
   out->children.resize(1);
   FW_RETURN_IF_ERROR(Build(p.children[0], leaves, &out->children[0]));
   if (out->children[0].length != out->offsets.back()) {
@@ -1196,35 +1201,49 @@ Result<std::vector<Array>> ReaderImpl::ReadRowGroup(int row_group, const std::ve
 }
 
 Result<std::vector<Array>> ReaderImpl::ReadAll(const ReadOptions& options) const {
-  FW_RETURN_IF_ERROR(Resolve(options.columns).status());
+  FW_ASSIGN_OR_RETURN(std::vector<int> which, Resolve(options.columns));
   const int groups = num_row_groups();
-  std::vector<Result<std::vector<Array>>> parts(static_cast<size_t>(groups),
-                                                absl::InternalError("row group not read"));
+  const int cols = static_cast<int>(which.size());
+  std::vector<Array> all(static_cast<size_t>(cols));
+  if (groups == 0) {
+    for (int c = 0; c < cols; ++c) {
+      all[c].type = plans_[which[c]].field.type;
+      if (all[c].type.kind == ValueKind::kList || IsVariable(all[c].type)) all[c].offsets = {0};
+    }
+    return all;
+  }
+  // One task per (row group, column): balanced on two threads even with few
+  // row groups; then one concatenation task per column.
+  std::vector<std::vector<Array>> parts(static_cast<size_t>(cols), std::vector<Array>(static_cast<size_t>(groups)));
+  std::vector<Status> status(static_cast<size_t>(groups) * cols);
+  auto read = [&](int64_t task) {
+    const int g = static_cast<int>(task / cols), c = static_cast<int>(task % cols);
+    auto r = ReadRowGroup(g, {plans_[which[c]].field.name});
+    if (!r.ok()) {
+      status[task] = r.status();
+      return;
+    }
+    parts[c][g] = std::move((*r)[0]);
+  };
+  std::vector<Status> concat(static_cast<size_t>(cols));
+  auto join = [&](int64_t c) { concat[c] = ConcatArrays(parts[c], &all[c]); };
   int threads = options.threads > 0 ? options.threads : static_cast<int>(std::thread::hardware_concurrency());
-  threads = std::clamp(threads, 1, std::max(1, groups));
-  if (threads <= 1 || groups <= 1) {
-    for (int g = 0; g < groups; ++g) parts[g] = ReadRowGroup(g, options.columns);
+  threads = std::clamp(threads, 1, groups * cols);
+  if (threads <= 1) {
+    for (int64_t t = 0; t < static_cast<int64_t>(groups) * cols; ++t) read(t);
   } else {
     ThreadPool pool(threads);
-    pool.ParallelFor(0, groups, [&](int64_t g) { parts[g] = ReadRowGroup(static_cast<int>(g), options.columns); });
+    pool.ParallelFor(0, static_cast<int64_t>(groups) * cols, read);
   }
-  std::vector<std::vector<Array>> per_column;
-  for (int g = 0; g < groups; ++g) {
-    FW_RETURN_IF_ERROR(parts[g].status());
-    if (per_column.empty()) per_column.resize(parts[g]->size());
-    for (size_t c = 0; c < per_column.size(); ++c) per_column[c].push_back(std::move((*parts[g])[c]));
+  // The first failure in file order (row group, then column) is the one reported.
+  for (const Status& st : status) FW_RETURN_IF_ERROR(st);
+  if (threads <= 1 || cols <= 1) {
+    for (int c = 0; c < cols; ++c) join(c);
+  } else {
+    ThreadPool pool(std::min(threads, cols));
+    pool.ParallelFor(0, cols, join);
   }
-  std::vector<Array> all(per_column.size());
-  for (size_t c = 0; c < per_column.size(); ++c) FW_RETURN_IF_ERROR(ConcatArrays(per_column[c], &all[c]));
-  if (groups == 0) {
-    FW_ASSIGN_OR_RETURN(std::vector<int> which, Resolve(options.columns));
-    for (int i : which) {
-      Array a;
-      a.type = plans_[i].field.type;
-      if (a.type.kind == ValueKind::kList || IsVariable(a.type)) a.offsets = {0};
-      all.push_back(std::move(a));
-    }
-  }
+  for (const Status& st : concat) FW_RETURN_IF_ERROR(st);
   return all;
 }
 
