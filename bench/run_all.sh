@@ -19,7 +19,7 @@ BIN="$BUILD/bench"
 OUT="$ROOT/bench/results"
 ROWS="${FW_BENCH_ROWS:-1000000}"
 REPEATS="${FW_BENCH_REPEATS:-3}"
-ONLY="${FW_BENCH_ONLY:-format table commit replay replay_service envs rl loader}"
+ONLY="${FW_BENCH_ONLY:-format table commit replay replay_service envs rl loader parquet}"
 TMP="${FW_BENCH_TMP:-/tmp}"
 PYTHON="${PYTHON:-/usr/bin/python3}"
 
@@ -73,7 +73,10 @@ for what in $ONLY; do
       "$BIN/loader_bench" --out="$OUT"
       PYTHONPATH="$BUILD/python" "$PYTHON" "$ROOT/bench/loader_e2e.py" --out "$OUT/loader.json"
       PYTHONPATH="$BUILD/python" "$PYTHON" "$ROOT/bench/jpeg_e2e.py" --out "$OUT/jpeg.json" ;;
-    *) echo "run_all.sh: unknown benchmark '$what' (format table commit replay replay_service envs rl loader)" >&2; exit 2 ;;
+    parquet)
+      echo; echo "== parquet_bench (our Parquet reader vs DuckDB at 1 and 2 threads; ingest MB/s)"
+      "$BIN/parquet_bench" --repeats="$REPEATS" --out="$OUT" --tmp="$TMP" ;;
+    *) echo "run_all.sh: unknown benchmark '$what' (format table commit replay replay_service envs rl loader parquet)" >&2; exit 2 ;;
   esac
 done
 
