@@ -272,24 +272,30 @@ void SetValidityOfSlots(const LeafData& d, const SNode& n, int16_t def, Array* a
   if (d.rep.empty() && n.exist_def == 0) return SetValidityFromLevels(d, nullptr, d.entries, def, a);
   const int16_t* rep = d.rep.empty() ? nullptr : d.rep.data();
   const int16_t* dl = d.def.empty() ? nullptr : d.def.data();
-  auto starts = [&](int64_t j) { return (rep ? rep[j] : 0) <= n.rep && (dl ? dl[j] : 0) >= n.exist_def; };
-  int64_t count = 0;
-  for (int64_t j = 0; j < d.entries; ++j) count += starts(j);
-  a->length = count;
   a->null_count = 0;
   a->validity.clear();
-  if (!dl || def == 0) return;
-  std::vector<uint8_t> bits(static_cast<size_t>((count + 7) / 8), 0);
-  int64_t s = 0, nulls = 0;
+  // One pass: the slot count is at most the entry count, so the bitmap is
+  // sized for that and trimmed.
+  std::vector<uint8_t> bits;
+  const bool track = dl != nullptr && def > 0;
+  if (track) bits.assign(static_cast<size_t>((d.entries + 7) / 8), 0);
+  int64_t slots = 0, nulls = 0;
   for (int64_t j = 0; j < d.entries; ++j) {
-    if (!starts(j)) continue;
-    const bool ok = dl[j] >= def;
-    bits[s >> 3] |= static_cast<uint8_t>(static_cast<unsigned>(ok) << (s & 7));
-    nulls += !ok;
-    ++s;
+    const int16_t r = rep ? rep[j] : 0, df = dl ? dl[j] : 0;
+    if (r > n.rep || df < n.exist_def) continue;
+    if (track) {
+      const bool ok = df >= def;
+      bits[slots >> 3] |= static_cast<uint8_t>(static_cast<unsigned>(ok) << (slots & 7));
+      nulls += !ok;
+    }
+    ++slots;
   }
-  a->null_count = nulls;
-  if (nulls > 0) a->validity = std::move(bits);
+  a->length = slots;
+  if (nulls > 0) {
+    bits.resize(static_cast<size_t>((slots + 7) / 8));
+    a->null_count = nulls;
+    a->validity = std::move(bits);
+  }
 }
 
 // Whether [p, p + n) is all ASCII, eight bytes at a time.
