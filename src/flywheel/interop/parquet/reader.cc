@@ -240,6 +240,7 @@ struct LeafData {
   std::vector<uint8_t> fixed;  // non-null values, physical size each
   ByteArrays bytes;            // BYTE_ARRAY (and FLBA under DELTA_BYTE_ARRAY, moved to fixed)
   int64_t num_values = 0;      // non-null values decoded
+  int64_t chunk_start = 0;     // entries before the column chunk being read
 };
 
 
@@ -367,6 +368,23 @@ Status ConcatArrays(std::vector<Array>& parts, Array* out) {
   return absl::OkStatus();
 }
 
+// Values [from, size) of `b` are valid UTF-8, or an error naming the first
+// that is not (its index counted from `from`, and the byte).
+Status CheckUtf8(const ByteArrays& b, int64_t from) {
+  const auto* data = reinterpret_cast<const uint8_t*>(b.data.data());
+  const int64_t lo = b.offsets[from], hi = b.offsets.back();
+  if (AllAscii(data + lo, static_cast<size_t>(hi - lo))) return absl::OkStatus();
+  for (int64_t i = from; i < b.size(); ++i) {
+    const std::string_view v(b.data.data() + b.offsets[i], static_cast<size_t>(b.offsets[i + 1] - b.offsets[i]));
+    const size_t bad = FirstInvalidUtf8(v);
+    if (bad != std::string_view::npos) {
+      return absl::DataLossError(
+          absl::StrCat("string value ", i - from, " is not valid UTF-8 at byte ", bad, " (the column is UTF8)"));
+    }
+  }
+  return absl::OkStatus();
+}
+
 class ReaderImpl final : public ParquetReader {
  public:
   ReaderImpl(std::shared_ptr<io::RandomAccessFile> file, std::string name, FileMetaData meta,
@@ -404,6 +422,7 @@ class ReaderImpl final : public ParquetReader {
   uint64_t data_end_;  // first byte of the footer
   std::vector<SNode> nodes_;
   std::vector<int> leaf_nodes_;  // leaf index -> node
+  std::vector<uint8_t> leaf_utf8_;  // leaf index -> its values must be UTF-8
   std::vector<Plan> plans_;      // one per top-level field
   std::vector<Field> fields_;
 };
@@ -451,6 +470,8 @@ Status ReaderImpl::Init() {
       if (i == 0) return absl::InvalidArgumentError(absl::StrCat(name_, ": the schema root is not a group"));
       n.leaf = static_cast<int>(leaf_nodes_.size());
       leaf_nodes_.push_back(static_cast<int>(i));
+      auto lt = LeafType(*n.el, n.path.empty() ? n.el->name : n.path);
+      leaf_utf8_.push_back(lt.ok() && lt->kind == ValueKind::kString);
     }
   }
   for (const auto& [node, left] : stack) {
@@ -731,7 +752,7 @@ Status ReaderImpl::DecodePage(int leaf, CompressionCodec codec, const PageHeader
     return absl::DataLossError(absl::StrCat("page says ", h.data_page_header_v2->num_nulls, " nulls but its levels have ",
                                             n - present));
   }
-  if (ln.rep > 0 && base == 0 && n > 0 && out->rep[0] != 0) {
+  if (ln.rep > 0 && static_cast<int64_t>(base) == out->chunk_start && n > 0 && out->rep[base] != 0) {
     return absl::DataLossError("the column chunk's first entry does not start a row");
   }
   out->entries += n;
@@ -742,117 +763,128 @@ Status ReaderImpl::DecodePage(int leaf, CompressionCodec codec, const PageHeader
     out->fixed.resize(at + static_cast<size_t>(count) * width);
     return out->fixed.data() + at;
   };
-  switch (enc) {
-    case Encoding::kPlain: {
-      if (pt == PhysicalType::kBoolean) {
-        return DecodePlainBoolean(data, size, present, add_fixed(present)).status();
-      }
-      if (pt == PhysicalType::kByteArray) return DecodePlainByteArray(data, size, present, &out->bytes).status();
-      const uint64_t need = static_cast<uint64_t>(present) * width;
-      if (need > size) {
-        return absl::DataLossError(absl::StrCat("PLAIN: ", present, " values of ", width, " bytes need ", need,
-                                                " bytes, the page has ", size));
-      }
-      if (need > 0) std::memcpy(add_fixed(present), data, need);
-      return absl::OkStatus();
-    }
-    case Encoding::kPlainDictionary:
-    case Encoding::kRleDictionary: {
-      if (!has_dict) return absl::DataLossError("dictionary-encoded page without a dictionary page");
-      if (present == 0) return absl::OkStatus();
-      if (size < 1) return absl::DataLossError("dictionary indices: missing bit width");
-      const int bw = data[0];
-      if (bw > 32) return absl::DataLossError(absl::StrCat("dictionary index bit width ", bw, " > 32"));
-      std::vector<uint32_t> idx(static_cast<size_t>(present));
-      FW_RETURN_IF_ERROR_CTX(DecodeRleBitPacked(data + 1, size - 1, bw, present, idx.data()).status(),
-                             "dictionary indices");
-      for (int64_t i = 0; i < present; ++i) {
-        if (idx[i] >= static_cast<uint64_t>(dict_count)) {
-          return absl::DataLossError(absl::StrCat("dictionary index ", idx[i], " of value ", i,
-                                                  " is out of range (the dictionary has ", dict_count, " values)"));
+  const int64_t strings_before = out->bytes.size();
+  auto decode = [&]() -> Status {
+    switch (enc) {
+      case Encoding::kPlain: {
+        if (pt == PhysicalType::kBoolean) {
+          return DecodePlainBoolean(data, size, present, add_fixed(present)).status();
         }
-      }
-      if (pt == PhysicalType::kByteArray) {
-        for (uint32_t k : idx) {
-          out->bytes.Append(dict_bytes.data.data() + dict_bytes.offsets[k],
-                            static_cast<size_t>(dict_bytes.offsets[k + 1] - dict_bytes.offsets[k]));
+        if (pt == PhysicalType::kByteArray) return DecodePlainByteArray(data, size, present, &out->bytes).status();
+        const uint64_t need = static_cast<uint64_t>(present) * width;
+        if (need > size) {
+          return absl::DataLossError(absl::StrCat("PLAIN: ", present, " values of ", width, " bytes need ", need,
+                                                  " bytes, the page has ", size));
         }
-      } else {
-        uint8_t* dst = add_fixed(present);
-        for (int64_t i = 0; i < present; ++i) std::memcpy(dst + i * width, dict_fixed.data() + idx[i] * width, width);
+        if (need > 0) std::memcpy(add_fixed(present), data, need);
+        return absl::OkStatus();
       }
-      return absl::OkStatus();
-    }
-    case Encoding::kRle: {
-      if (pt != PhysicalType::kBoolean) return absl::DataLossError("RLE values on a non-BOOLEAN column");
-      if (size < 4) return absl::DataLossError("RLE booleans: missing length");
-      uint32_t l;
-      std::memcpy(&l, data, 4);
-      if (l > size - 4) return absl::DataLossError("RLE booleans: length beyond the page");
-      std::vector<uint32_t> v(static_cast<size_t>(present));
-      FW_RETURN_IF_ERROR(DecodeRleBitPacked(data + 4, l, 1, present, v.data()).status());
-      uint8_t* dst = add_fixed(present);
-      for (int64_t i = 0; i < present; ++i) dst[i] = static_cast<uint8_t>(v[i]);
-      return absl::OkStatus();
-    }
-    case Encoding::kDeltaBinaryPacked: {
-      if (pt != PhysicalType::kInt32 && pt != PhysicalType::kInt64) {
-        return absl::DataLossError("DELTA_BINARY_PACKED on a column that is not INT32/INT64");
-      }
-      std::vector<int64_t> v;
-      FW_RETURN_IF_ERROR(DecodeDeltaBinaryPacked(data, size, present, &v).status());
-      if (static_cast<int64_t>(v.size()) < present) {
-        return absl::DataLossError(absl::StrCat("DELTA_BINARY_PACKED holds ", v.size(), " values, the levels need ", present));
-      }
-      uint8_t* dst = add_fixed(present);
-      for (int64_t i = 0; i < present; ++i) {
-        if (pt == PhysicalType::kInt32) {
-          const int32_t x = static_cast<int32_t>(static_cast<uint32_t>(v[i]));
-          std::memcpy(dst + i * 4, &x, 4);
-        } else {
-          std::memcpy(dst + i * 8, &v[i], 8);
-        }
-      }
-      return absl::OkStatus();
-    }
-    case Encoding::kDeltaLengthByteArray:
-    case Encoding::kDeltaByteArray: {
-      if (pt != PhysicalType::kByteArray && pt != PhysicalType::kFixedLenByteArray) {
-        return absl::DataLossError("delta byte-array encoding on a column that is not BYTE_ARRAY");
-      }
-      ByteArrays v;
-      if (enc == Encoding::kDeltaLengthByteArray) {
-        FW_RETURN_IF_ERROR(DecodeDeltaLengthByteArray(data, size, present, &v).status());
-      } else {
-        FW_RETURN_IF_ERROR(DecodeDeltaByteArray(data, size, present, &v).status());
-      }
-      if (v.size() < present) {
-        return absl::DataLossError(absl::StrCat("page holds ", v.size(), " values, the levels need ", present));
-      }
-      if (pt == PhysicalType::kByteArray) {
+      case Encoding::kPlainDictionary:
+      case Encoding::kRleDictionary: {
+        if (!has_dict) return absl::DataLossError("dictionary-encoded page without a dictionary page");
+        if (present == 0) return absl::OkStatus();
+        if (size < 1) return absl::DataLossError("dictionary indices: missing bit width");
+        const int bw = data[0];
+        if (bw > 32) return absl::DataLossError(absl::StrCat("dictionary index bit width ", bw, " > 32"));
+        std::vector<uint32_t> idx(static_cast<size_t>(present));
+        FW_RETURN_IF_ERROR_CTX(DecodeRleBitPacked(data + 1, size - 1, bw, present, idx.data()).status(),
+                               "dictionary indices");
         for (int64_t i = 0; i < present; ++i) {
-          out->bytes.Append(v.data.data() + v.offsets[i], static_cast<size_t>(v.offsets[i + 1] - v.offsets[i]));
-        }
-      } else {
-        uint8_t* dst = add_fixed(present);
-        for (int64_t i = 0; i < present; ++i) {
-          if (static_cast<size_t>(v.offsets[i + 1] - v.offsets[i]) != width) {
-            return absl::DataLossError(absl::StrCat("value ", i, " is not ", width, " bytes long"));
+          if (idx[i] >= static_cast<uint64_t>(dict_count)) {
+            return absl::DataLossError(absl::StrCat("dictionary index ", idx[i], " of value ", i,
+                                                    " is out of range (the dictionary has ", dict_count, " values)"));
           }
-          std::memcpy(dst + i * width, v.data.data() + v.offsets[i], width);
         }
+        if (pt == PhysicalType::kByteArray) {
+          for (uint32_t k : idx) {
+            out->bytes.Append(dict_bytes.data.data() + dict_bytes.offsets[k],
+                              static_cast<size_t>(dict_bytes.offsets[k + 1] - dict_bytes.offsets[k]));
+          }
+        } else {
+          uint8_t* dst = add_fixed(present);
+          for (int64_t i = 0; i < present; ++i) std::memcpy(dst + i * width, dict_fixed.data() + idx[i] * width, width);
+        }
+        return absl::OkStatus();
       }
-      return absl::OkStatus();
-    }
-    case Encoding::kByteStreamSplit: {
-      if (width == 0 || pt == PhysicalType::kBoolean || pt == PhysicalType::kInt96) {
-        return absl::DataLossError("BYTE_STREAM_SPLIT on a column of variable or bit width");
+      case Encoding::kRle: {
+        if (pt != PhysicalType::kBoolean) return absl::DataLossError("RLE values on a non-BOOLEAN column");
+        if (size < 4) return absl::DataLossError("RLE booleans: missing length");
+        uint32_t l;
+        std::memcpy(&l, data, 4);
+        if (l > size - 4) return absl::DataLossError("RLE booleans: length beyond the page");
+        std::vector<uint32_t> v(static_cast<size_t>(present));
+        FW_RETURN_IF_ERROR(DecodeRleBitPacked(data + 4, l, 1, present, v.data()).status());
+        uint8_t* dst = add_fixed(present);
+        for (int64_t i = 0; i < present; ++i) dst[i] = static_cast<uint8_t>(v[i]);
+        return absl::OkStatus();
       }
-      return DecodeByteStreamSplit(data, size, width, present, add_fixed(present));
+      case Encoding::kDeltaBinaryPacked: {
+        if (pt != PhysicalType::kInt32 && pt != PhysicalType::kInt64) {
+          return absl::DataLossError("DELTA_BINARY_PACKED on a column that is not INT32/INT64");
+        }
+        std::vector<int64_t> v;
+        FW_RETURN_IF_ERROR(DecodeDeltaBinaryPacked(data, size, present, &v).status());
+        if (static_cast<int64_t>(v.size()) < present) {
+          return absl::DataLossError(absl::StrCat("DELTA_BINARY_PACKED holds ", v.size(), " values, the levels need ", present));
+        }
+        uint8_t* dst = add_fixed(present);
+        for (int64_t i = 0; i < present; ++i) {
+          if (pt == PhysicalType::kInt32) {
+            const int32_t x = static_cast<int32_t>(static_cast<uint32_t>(v[i]));
+            std::memcpy(dst + i * 4, &x, 4);
+          } else {
+            std::memcpy(dst + i * 8, &v[i], 8);
+          }
+        }
+        return absl::OkStatus();
+      }
+      case Encoding::kDeltaLengthByteArray:
+      case Encoding::kDeltaByteArray: {
+        if (pt != PhysicalType::kByteArray && pt != PhysicalType::kFixedLenByteArray) {
+          return absl::DataLossError("delta byte-array encoding on a column that is not BYTE_ARRAY");
+        }
+        ByteArrays v;
+        if (enc == Encoding::kDeltaLengthByteArray) {
+          FW_RETURN_IF_ERROR(DecodeDeltaLengthByteArray(data, size, present, &v).status());
+        } else {
+          FW_RETURN_IF_ERROR(DecodeDeltaByteArray(data, size, present, &v).status());
+        }
+        if (v.size() < present) {
+          return absl::DataLossError(absl::StrCat("page holds ", v.size(), " values, the levels need ", present));
+        }
+        if (pt == PhysicalType::kByteArray) {
+          for (int64_t i = 0; i < present; ++i) {
+            out->bytes.Append(v.data.data() + v.offsets[i], static_cast<size_t>(v.offsets[i + 1] - v.offsets[i]));
+          }
+        } else {
+          uint8_t* dst = add_fixed(present);
+          for (int64_t i = 0; i < present; ++i) {
+            if (static_cast<size_t>(v.offsets[i + 1] - v.offsets[i]) != width) {
+              return absl::DataLossError(absl::StrCat("value ", i, " is not ", width, " bytes long"));
+            }
+            std::memcpy(dst + i * width, v.data.data() + v.offsets[i], width);
+          }
+        }
+        return absl::OkStatus();
+      }
+      case Encoding::kByteStreamSplit: {
+        if (width == 0 || pt == PhysicalType::kBoolean || pt == PhysicalType::kInt96) {
+          return absl::DataLossError("BYTE_STREAM_SPLIT on a column of variable or bit width");
+        }
+        return DecodeByteStreamSplit(data, size, width, present, add_fixed(present));
+      }
+      default:
+        return absl::UnimplementedError(absl::StrCat("value encoding ", static_cast<int>(enc), " is not supported"));
     }
-    default:
-      return absl::UnimplementedError(absl::StrCat("value encoding ", static_cast<int>(enc), " is not supported"));
+  };
+  FW_RETURN_IF_ERROR(decode());
+  // Strings are checked where they are decoded, so an error names the page
+  // (dictionary pages are checked once, in ReadLeaf).
+  if (leaf_utf8_[leaf] && pt == PhysicalType::kByteArray && enc != Encoding::kPlainDictionary &&
+      enc != Encoding::kRleDictionary) {
+    return CheckUtf8(out->bytes, strings_before);
   }
+  return absl::OkStatus();
 }
 
 Status ReaderImpl::ReadLeaf(int row_group, int leaf, LeafData* out) const {
@@ -895,12 +927,15 @@ Status ReaderImpl::ReadLeaf(int row_group, int leaf, LeafData* out) const {
   std::vector<uint8_t> dict_fixed, page_buf, scratch;
   ByteArrays dict_bytes;
   const size_t width = PhysicalSize(el);
-  while (out->entries < m.num_values) {
+  // Chunks of several row groups may accumulate in one LeafData (ReadAll).
+  const int64_t first = out->entries;
+  out->chunk_start = first;
+  while (out->entries - first < m.num_values) {
     const uint64_t at = static_cast<uint64_t>(start) + pos;
     const int page_index = page;  // the page this iteration reads (page is advanced below)
     auto ctx = [page_index, at] { return absl::StrCat("page ", page_index, " at byte ", at); };
     if (pos >= size) {
-      return absl::DataLossError(absl::StrCat("the column chunk ends after ", out->entries, " of its ",
+      return absl::DataLossError(absl::StrCat("the column chunk ends after ", out->entries - first, " of its ",
                                               m.num_values, " values"));
     }
     size_t consumed = 0;
@@ -929,6 +964,7 @@ Status ReaderImpl::ReadLeaf(int row_group, int leaf, LeafData* out) const {
       if (*el.type == PhysicalType::kByteArray) {
         FW_RETURN_IF_ERROR_CTX(DecodePlainByteArray(page_buf.data(), page_buf.size(), d.num_values, &dict_bytes).status(),
                                ctx());
+        if (leaf_utf8_[leaf]) FW_RETURN_IF_ERROR_CTX(CheckUtf8(dict_bytes, 0), ctx(), " (dictionary)");
       } else if (*el.type == PhysicalType::kBoolean) {
         dict_fixed.resize(static_cast<size_t>(d.num_values));
         FW_RETURN_IF_ERROR_CTX(DecodePlainBoolean(page_buf.data(), page_buf.size(), d.num_values, dict_fixed.data()).status(),
@@ -961,9 +997,9 @@ Status ReaderImpl::ReadLeaf(int row_group, int leaf, LeafData* out) const {
     }
     const int64_t page_values =
         h.type == PageType::kDataPage ? h.data_page_header->num_values : h.data_page_header_v2->num_values;
-    if (page_values > m.num_values - out->entries) {
+    if (page_values > m.num_values - (out->entries - first)) {
       return absl::DataLossError(absl::StrCat(ctx(), ": ", page_values, " values, more than the ",
-                                              m.num_values - out->entries, " the column chunk has left"));
+                                              m.num_values - (out->entries - first), " the column chunk has left"));
     }
     FW_RETURN_IF_ERROR_CTX(DecodePage(leaf, m.codec, h, data, data_len, has_dict, dict_count, dict_fixed, dict_bytes,
                                       &scratch, out),
@@ -1044,19 +1080,6 @@ Status ReaderImpl::BuildLeaf(const Plan& p, LeafData& d, Array* out) const {
     // The dense values are exactly the valid slots' bytes, in order.
     const auto* bytes = reinterpret_cast<const uint8_t*>(d.bytes.data.data());
     out->values.assign(bytes + base, bytes + src_off[used]);
-    if (t.kind == ValueKind::kString && !AllAscii(out->values.data(), out->values.size())) {
-      for (int64_t s = 0, v = 0; s < len; ++s) {
-        if (!out->IsValid(s)) continue;
-        const std::string_view sv(reinterpret_cast<const char*>(out->values.data()) + out->offsets[s],
-                                  static_cast<size_t>(out->offsets[s + 1] - out->offsets[s]));
-        const size_t bad = FirstInvalidUtf8(sv);
-        if (bad != std::string_view::npos) {
-          return absl::DataLossError(
-              absl::StrCat("string value ", v, " (slot ", s, ") is not valid UTF-8 at byte ", bad));
-        }
-        ++v;
-      }
-    }
     return absl::OkStatus();
   }
   const size_t pw = PhysicalSize(el);
@@ -1218,8 +1241,63 @@ Result<std::vector<Array>> ReaderImpl::ReadAll(const ReadOptions& options) const
     }
     return all;
   }
-  // One task per (row group, column): balanced on two threads even with few
-  // row groups; then one concatenation task per column.
+  int threads = options.threads > 0 ? options.threads : static_cast<int>(std::thread::hardware_concurrency());
+  threads = std::max(1, threads);
+  if (cols >= 2 * threads || threads == 1) {
+    // Enough columns to keep every thread busy: one task per column reads
+    // the column's chunks of all row groups into one level/value stream and
+    // assembles it once, so nothing is concatenated afterwards. Largest
+    // columns first, for balance.
+    std::vector<std::pair<int64_t, int>> order;
+    for (int c = 0; c < cols; ++c) {
+      std::vector<int> ls;
+      LeavesOf(plans_[which[c]], &ls);
+      int64_t bytes = 0;
+      for (const auto& rg : meta_.row_groups) {
+        for (int l : ls) {
+          if (rg.columns[l].meta_data) bytes += rg.columns[l].meta_data->total_uncompressed_size;
+        }
+      }
+      order.emplace_back(-bytes, c);
+    }
+    std::sort(order.begin(), order.end());
+    std::vector<Status> st(static_cast<size_t>(cols));
+    auto column = [&](int64_t k) {
+      const int c = order[k].second;
+      const Plan& p = plans_[which[c]];
+      std::vector<int> ls;
+      LeavesOf(p, &ls);
+      std::vector<LeafData> leaves(leaf_nodes_.size());
+      for (int g = 0; g < groups; ++g) {
+        for (int l : ls) {
+          Status s = Annotate(ReadLeaf(g, l, &leaves[l]), ChunkContext(g, l));
+          if (!s.ok()) {
+            st[c] = s;
+            return;
+          }
+        }
+      }
+      Status s = Build(p, leaves, &all[c]);
+      if (!s.ok()) {
+        st[c] = Annotate(s, absl::StrCat(name_, ": column ", p.field.name));
+        return;
+      }
+      if (all[c].length != num_rows()) {
+        st[c] = absl::DataLossError(absl::StrCat(name_, ": column ", p.field.name, " has ", all[c].length,
+                                                 " rows, the row groups say ", num_rows()));
+      }
+    };
+    if (threads == 1) {
+      for (int64_t k = 0; k < cols; ++k) column(k);
+    } else {
+      ThreadPool pool(std::min(threads, cols));
+      pool.ParallelFor(0, cols, column);
+    }
+    for (const Status& s : st) FW_RETURN_IF_ERROR(s);
+    return all;
+  }
+  // Few columns: one task per (row group, column), then one concatenation
+  // task per column.
   std::vector<std::vector<Array>> parts(static_cast<size_t>(cols), std::vector<Array>(static_cast<size_t>(groups)));
   std::vector<Status> status(static_cast<size_t>(groups) * cols);
   auto read = [&](int64_t task) {
@@ -1233,7 +1311,6 @@ Result<std::vector<Array>> ReaderImpl::ReadAll(const ReadOptions& options) const
   };
   std::vector<Status> concat(static_cast<size_t>(cols));
   auto join = [&](int64_t c) { concat[c] = ConcatArrays(parts[c], &all[c]); };
-  int threads = options.threads > 0 ? options.threads : static_cast<int>(std::thread::hardware_concurrency());
   threads = std::clamp(threads, 1, groups * cols);
   if (threads <= 1) {
     for (int64_t t = 0; t < static_cast<int64_t>(groups) * cols; ++t) read(t);
