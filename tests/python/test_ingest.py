@@ -200,7 +200,8 @@ def test_ingest_jsonl_csv_and_webdataset_end_to_end(tmp_path):
     r = flywheel.ingest([str(js)], str(tmp_path / "j"))
     assert r["rows"] == 100
     t = flywheel.Table.open(str(tmp_path / "j"))
-    assert list(t.schema.items())[:3] == [("id", "int64"), ("score", "float64"), ("tags", "list<int64>")]
+    # Inferred from the first rows of one file: every field nullable.
+    assert list(t.schema.items())[:3] == [("id", "int64?"), ("score", "float64?"), ("tags", "list<int64>?")]
     d = t.to_dict()
     assert list(d["tags"].row(7)) == [7, 8] and d["name"][5] is None and d["name"][6] == "n6"
 
@@ -208,7 +209,7 @@ def test_ingest_jsonl_csv_and_webdataset_end_to_end(tmp_path):
     csv.write_text("sku\tprice\tnote\n" + "".join(f"s{i}\t{i * 1.5}\t{'' if i % 3 else 'x'}\n" for i in range(30)))
     r = flywheel.ingest([str(csv)], str(tmp_path / "c"), types={"price": "float32"})
     t = flywheel.Table.open(str(tmp_path / "c"))
-    assert list(t.schema.items()) == [("sku", "string"), ("price", "float32"), ("note", "string?")]
+    assert list(t.schema.items()) == [("sku", "string?"), ("price", "float32?"), ("note", "string?")]
     assert float(t.to_dict()["price"][3]) == 4.5
 
     shard = tmp_path / "shard-000.tar.gz"
@@ -306,7 +307,7 @@ def test_cli_schema_file_and_type_overrides_for_jsonl(tmp_path):
     fw("ingest", src, tmp_path / "a", "--schema", schema)
     assert flywheel.Table.open(str(tmp_path / "a")).schema == {"id": "int32", "v": "float32", "name": "string?"}
     fw("ingest", src, tmp_path / "b", "--type", "v=float16")
-    assert flywheel.Table.open(str(tmp_path / "b")).schema["v"] == "float16"
+    assert flywheel.Table.open(str(tmp_path / "b")).schema["v"] == "float16?"
     r = fw("ingest", src, tmp_path / "c", "--schema", "id:int8", check=False)
     assert r.returncode == 2 and "rows.jsonl:1:" in r.stderr, r.stderr
 
@@ -322,3 +323,23 @@ def test_cli_ingest_draws_a_progress_bar_on_a_terminal(tmp_path):
     assert r.returncode == 0, out
     assert "\r\x1b[K5/5 files" in out and "MB/s, ETA" in out
     assert "ingest: " not in out  # no plain lines on a terminal
+
+
+def test_jsonl_files_are_read_into_the_schema_the_first_one_gave(tmp_path):
+    # Later files may leave fields out or null them; every file parses to the
+    # table's types (an int in a float column is a float, not a new type).
+    a = tmp_path / "a.jsonl"
+    a.write_text("".join(json.dumps({"id": i, "score": i + 0.5, "name": f"n{i}"}) + "\n" for i in range(5)))
+    b = tmp_path / "b.jsonl"
+    b.write_text(json.dumps({"id": 5, "score": 7, "name": None}) + "\n" + json.dumps({"id": 6, "score": 1.5}) + "\n")
+    table = str(tmp_path / "t")
+    r = flywheel.ingest([str(a), str(b)], table, threads=1)
+    assert r["rows"] == 7
+    t = flywheel.Table.open(table)
+    assert t.schema == {"id": "int64?", "score": "float64?", "name": "string?"}
+    d = t.to_dict()
+    assert list(np.ma.asarray(d["score"]))[5:] == [7.0, 1.5] and d["name"][5:] == [None, None]
+    c = tmp_path / "c.jsonl"
+    c.write_text(json.dumps({"id": "seven", "score": 1.0}) + "\n")
+    with pytest.raises(ValueError, match="c.jsonl:1:"):
+        flywheel.ingest([str(c)], table)

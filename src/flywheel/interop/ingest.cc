@@ -47,8 +47,12 @@ Result<uint64_t> HashFile(const std::string& path) {
   return h.Digest();
 }
 
+// `table_schema`: the schema JSONL and CSV sources are read into once the
+// table exists (so every file parses to the same types); null for the
+// source that creates the table, which infers.
 Result<std::unique_ptr<RecordBatchReader>> OpenSource(const std::string& path, SourceFormat f,
-                                                      const IngestOptions& o) {
+                                                      const IngestOptions& o,
+                                                      const format::Schema* table_schema) {
   switch (f) {
     case SourceFormat::kParquet: {
       parquet::SourceOptions so;
@@ -59,6 +63,16 @@ Result<std::unique_ptr<RecordBatchReader>> OpenSource(const std::string& path, S
     case SourceFormat::kCsv: {
       TextReadOptions t = o.text;
       if (!o.columns.empty()) t.columns = o.columns;
+      if (!t.schema && table_schema) {
+        format::Schema s;
+        for (const auto& field : table_schema->fields) {
+          format::Field copy = field;
+          copy.id = -1;
+          copy.default_json.clear();
+          s.fields.push_back(std::move(copy));
+        }
+        t.schema = std::move(s);
+      }
       if (f == SourceFormat::kCsv && t.delimiter == ',' && absl::EndsWith(Lower(path), ".tsv")) t.delimiter = '\t';
       return f == SourceFormat::kCsv ? OpenCsv(path, t) : OpenJsonLines(path, t);
     }
@@ -247,19 +261,29 @@ Result<IngestResult> Ingest(const IngestOptions& o) {
     if (opened.ok()) {
       table = *opened;
     } else if (absl::IsNotFound(opened.status())) {
-      FW_ASSIGN_OR_RETURN_CTX(auto first, OpenSource(jobs[0]->path, jobs[0]->format, o), jobs[0]->path);
+      FW_ASSIGN_OR_RETURN_CTX(auto first, OpenSource(jobs[0]->path, jobs[0]->format, o, nullptr), jobs[0]->path);
       table::CommitOptions c;
       c.properties = {{"ingest.command", o.command_line}, {"flywheel.version", kVersion}};
       table::TableOptions to = o.table_options;
       if (auto tags = first->logical_types(); !tags.empty()) {
         to.extra_config["logical_types"] = nlohmann::json(tags).dump();
       }
-      FW_ASSIGN_OR_RETURN(table, table::Table::Create(o.table, first->schema(), to, c));
+      format::Schema schema = first->schema();
+      const bool text = jobs[0]->format == SourceFormat::kJsonLines || jobs[0]->format == SourceFormat::kCsv;
+      if (text && !o.text.schema) {
+        // Inferred from one file's first rows: later rows and files may
+        // leave any field out or null.
+        for (auto& field : schema.fields) field.nullable = true;
+      }
+      FW_ASSIGN_OR_RETURN(table, table::Table::Create(o.table, schema, to, c));
     } else {
       return opened.status();
     }
   }
 
+  // A copy: commits (commit_every) replace the handle's manifest while
+  // workers open sources.
+  const format::Schema table_schema = table->schema();
   IngestResult result;
   result.sources.resize(jobs.size());
   std::mutex mu;
@@ -270,7 +294,7 @@ Result<IngestResult> Ingest(const IngestOptions& o) {
   auto cancelled = [&] { return stop.load() || (o.cancel && o.cancel->load()); };
 
   auto work = [&](Job& job) -> Status {
-    FW_ASSIGN_OR_RETURN(auto reader, OpenSource(job.path, job.format, o));
+    FW_ASSIGN_OR_RETURN(auto reader, OpenSource(job.path, job.format, o, &table_schema));
     job.part = table->BeginAppend();
     std::vector<format::RecordBatch> buffered;
     int64_t buffered_rows = 0;
