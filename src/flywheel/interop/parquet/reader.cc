@@ -403,6 +403,7 @@ class ReaderImpl final : public ParquetReader {
 
  private:
   Result<Plan> PlanNode(int node, int depth);
+  Result<Plan> PlanValue(int node, std::string name, bool nullable, int depth);
   Result<std::vector<int>> Resolve(const std::vector<std::string>& columns) const;
   void LeavesOf(const Plan& p, std::vector<int>* out) const;
   Status ReadLeaf(int row_group, int leaf, LeafData* out) const;
@@ -510,8 +511,6 @@ Result<Plan> ReaderImpl::PlanNode(int node, int depth) {
   const bool map_annot = lk == LogicalType::Kind::kMap ||
                          (lk == LogicalType::Kind::kNone && (n.el->converted_type == ConvertedType::kMap ||
                                                              n.el->converted_type == ConvertedType::kMapKeyValue));
-  Plan p;
-  p.field.name = n.el->name;
   // Plans `elem` (a repeated node) as the element of a list whose slots are
   // `list_node`'s and whose validity is `validity`'s.
   auto make_list = [&](int list_node, int validity, int rep_node, Plan elem) {
@@ -528,36 +527,9 @@ Result<Plan> ReaderImpl::PlanNode(int node, int depth) {
     l.children.push_back(std::move(elem));
     return l;
   };
-  // A node planned without its own repetition (the element of a list, or
-  // the value under a repeated node).
-  auto plan_as_element = [&](int e, std::string name) -> Result<Plan> {
-    const SNode& en = nodes_[e];
-    Plan ep;
-    ep.field.name = std::move(name);
-    ep.field.nullable = false;
-    ep.node = e;
-    ep.validity_node = e;
-    if (!IsGroup(en)) {
-      ep.kind = Plan::Kind::kLeaf;
-      FW_ASSIGN_OR_RETURN(ep.field.type, LeafType(*en.el, en.path));
-      if (ep.field.type.kind == ValueKind::kDecimal) ep.field.type.width = DecimalWidth(ep.field.type, *en.el->type);
-      ep.first_leaf = en.leaf;
-      return ep;
-    }
-    ep.kind = Plan::Kind::kStruct;
-    ep.field.type = ValueType{ValueKind::kStruct};
-    for (int c : en.children) {
-      FW_ASSIGN_OR_RETURN(Plan cp, PlanNode(c, depth + 1));
-      ep.field.children.push_back(cp.field);
-      ep.children.push_back(std::move(cp));
-    }
-    ep.first_leaf = ep.children.front().first_leaf;
-    return ep;
-  };
-
   if (IsRepeated(n)) {
     // A repeated field outside a LIST/MAP: a non-null list of its values.
-    FW_ASSIGN_OR_RETURN(Plan elem, plan_as_element(node, n.el->name));
+    FW_ASSIGN_OR_RETURN(Plan elem, PlanValue(node, n.el->name, false, depth));
     Plan l = make_list(n.parent, n.parent == 0 ? -1 : n.parent, node, std::move(elem));
     l.field.nullable = false;
     return l;
@@ -575,20 +547,29 @@ Result<Plan> ReaderImpl::PlanNode(int node, int depth) {
         return absl::InvalidArgumentError(
             absl::StrCat(name_, ": MAP group ", n.path, " must hold a repeated group of key and value"));
       }
-      FW_ASSIGN_OR_RETURN(elem, plan_as_element(r, rn.el->name));
+      FW_ASSIGN_OR_RETURN(elem, PlanValue(r, rn.el->name, false, depth));
     } else if (!IsGroup(rn) || rn.children.size() > 1 || rn.el->name == "array" ||
                rn.el->name == n.el->name + "_tuple") {
       // Two-level lists: the repeated node is the element.
-      FW_ASSIGN_OR_RETURN(elem, plan_as_element(r, IsGroup(rn) ? rn.el->name : "element"));
+      FW_ASSIGN_OR_RETURN(elem, PlanValue(r, IsGroup(rn) ? rn.el->name : "element", false, depth));
     } else {
       // The standard three-level list: optional/required element under it.
       FW_ASSIGN_OR_RETURN(elem, PlanNode(rn.children[0], depth + 1));
     }
     return make_list(node, node, r, std::move(elem));
   }
+  return PlanValue(node, n.el->name, IsOptional(n), depth);
+}
+
+// A leaf or a struct of `node`'s fields, its own repetition aside (a plain
+// field, the element of a list, or the value under a repeated node).
+Result<Plan> ReaderImpl::PlanValue(int node, std::string name, bool nullable, int depth) {
+  const SNode& n = nodes_[node];
+  Plan p;
+  p.field.name = std::move(name);
+  p.field.nullable = nullable;
   p.node = node;
   p.validity_node = node;
-  p.field.nullable = IsOptional(n);
   if (!IsGroup(n)) {
     p.kind = Plan::Kind::kLeaf;
     FW_ASSIGN_OR_RETURN(p.field.type, LeafType(*n.el, n.path));
@@ -1333,32 +1314,15 @@ Result<std::vector<Array>> ReaderImpl::ReadAll(const ReadOptions& options) const
 }  // namespace
 
 Status AppendArray(Array* a, Array b) {
-  if (a->type.kind != b.type.kind || a->children.size() != b.children.size()) {
+  std::vector<Array> parts;
+  parts.push_back(std::move(*a));
+  parts.push_back(std::move(b));
+  if (parts[0].type.kind != parts[1].type.kind || parts[0].children.size() != parts[1].children.size()) {
+    *a = std::move(parts[0]);
     return absl::InvalidArgumentError("AppendArray: the arrays' types differ");
   }
-  const int64_t n = a->length;
-  if (b.null_count > 0 || a->null_count > 0) {
-    std::vector<uint8_t> v(static_cast<size_t>((n + b.length + 7) / 8), 0);
-    for (int64_t i = 0; i < n; ++i) {
-      if (a->IsValid(i)) v[i >> 3] |= static_cast<uint8_t>(1u << (i & 7));
-    }
-    for (int64_t i = 0; i < b.length; ++i) {
-      if (b.IsValid(i)) v[(n + i) >> 3] |= static_cast<uint8_t>(1u << ((n + i) & 7));
-    }
-    a->validity = std::move(v);
-  }
-  a->null_count += b.null_count;
-  if (!b.offsets.empty()) {
-    if (a->offsets.empty()) a->offsets = {0};
-    const int64_t base = a->offsets.back();
-    for (size_t i = 1; i < b.offsets.size(); ++i) a->offsets.push_back(base + b.offsets[i] - b.offsets[0]);
-  }
-  a->values.insert(a->values.end(), b.values.begin(), b.values.end());
-  for (size_t c = 0; c < a->children.size(); ++c) {
-    FW_RETURN_IF_ERROR(AppendArray(&a->children[c], std::move(b.children[c])));
-  }
-  a->length += b.length;
-  return absl::OkStatus();
+  *a = Array{};
+  return ConcatArrays(parts, a);
 }
 
 std::string ValueTypeName(const ValueType& t) {

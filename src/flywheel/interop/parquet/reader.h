@@ -109,8 +109,7 @@ class ParquetReader {
   virtual Result<std::vector<Array>> ReadAll(const ReadOptions& options) const = 0;
 };
 
-// Appends b's rows after a's (same type). Used by ReadAll; exposed for
-// readers of several files.
+// Appends b's rows after a's (same type), for readers of several files.
 Status AppendArray(Array* a, Array b);
 
 }  // namespace flywheel::parquet

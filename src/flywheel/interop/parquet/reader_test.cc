@@ -387,6 +387,26 @@ TEST(ParquetReaderTest, DamagedFilesGiveErrorsNamingTheProblem) {
   EXPECT_GT(errors, 30);
 }
 
+TEST(ParquetReaderTest, AppendArrayJoinsRowGroupsLikeReadAll) {
+  auto r = ParquetReader::Open(kDir + "/flat_snappy.parquet");
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_GE((*r)->num_row_groups(), 2);
+  auto g0 = (*r)->ReadRowGroup(0, {"txt", "i64"});
+  auto g1 = (*r)->ReadRowGroup(1, {"txt", "i64"});
+  auto all = (*r)->ReadAll(ReadOptions{{"txt", "i64"}});
+  ASSERT_TRUE(g0.ok() && g1.ok() && all.ok());
+  for (size_t c = 0; c < 2; ++c) {
+    Array joined = std::move((*g0)[c]);
+    ASSERT_TRUE(AppendArray(&joined, std::move((*g1)[c])).ok());
+    ASSERT_EQ(joined.length, (*all)[c].length);
+    for (int64_t i = 0; i < joined.length; ++i) ASSERT_EQ(ToJson(joined, i), ToJson((*all)[c], i)) << i;
+  }
+  Array a = std::move((*g0)[0]);
+  Array ints;
+  ints.type = ValueType{ValueKind::kInt64};
+  EXPECT_FALSE(AppendArray(&a, std::move(ints)).ok());
+}
+
 TEST(ParquetReaderTest, SchemaDescribesNestedFields) {
   auto r = ParquetReader::Open(kDir + "/images_snappy.parquet");
   ASSERT_TRUE(r.ok()) << r.status();
