@@ -145,18 +145,7 @@ int64_t ExportParquet(const std::string& uri, int64_t version, const std::string
   interop::ExportOptions o;
   o.columns = columns;
   o.row_group_rows = row_group_rows;
-  bool known = false;
-  for (auto c : {parquet::CompressionCodec::kUncompressed, parquet::CompressionCodec::kSnappy,
-                 parquet::CompressionCodec::kGzip, parquet::CompressionCodec::kBrotli, parquet::CompressionCodec::kZstd,
-                 parquet::CompressionCodec::kLz4Raw}) {
-    std::string name(parquet::CodecName(c));
-    for (char& ch : name) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
-    if (name == codec || (codec == "none" && c == parquet::CompressionCodec::kUncompressed)) {
-      o.writer.codec = c;
-      known = true;
-    }
-  }
-  if (!known) throw py::value_error("codec must be one of none, snappy, gzip, brotli, zstd, lz4_raw; got '" + codec + "'");
+  o.writer.codec = ValueOrThrow(parquet::ParseWritableCodec(codec));
   py::gil_scoped_release release;
   table::OpenOptions open;
   open.version = version;

@@ -224,21 +224,9 @@ void AddExportCommand(CLI::App& app, int* rc) {
     interop::ExportOptions o;
     if (!columns->empty()) o.columns = absl::StrSplit(*columns, ',', absl::SkipEmpty());
     o.row_group_rows = *rows;
-    bool known = false;
-    for (auto c : {parquet::CompressionCodec::kUncompressed, parquet::CompressionCodec::kSnappy,
-                   parquet::CompressionCodec::kGzip, parquet::CompressionCodec::kBrotli,
-                   parquet::CompressionCodec::kZstd, parquet::CompressionCodec::kLz4Raw}) {
-      std::string name(parquet::CodecName(c));
-      for (char& ch : name) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
-      if (name == *codec || (*codec == "none" && c == parquet::CompressionCodec::kUncompressed)) {
-        o.writer.codec = c;
-        known = true;
-      }
-    }
-    if (!known) {
-      return void(*rc = Fail(absl::InvalidArgumentError(
-                      absl::StrCat("--codec ", *codec, ": expected none, snappy, gzip, brotli, zstd or lz4_raw"))));
-    }
+    auto c = parquet::ParseWritableCodec(*codec);
+    if (!c.ok()) return void(*rc = Fail(Annotate(c.status(), "--codec")));
+    o.writer.codec = *c;
     if (*no_dict) o.writer.dictionary_bytes = 0;
     auto n = interop::ExportParquet(**t, *out, o);
     if (!n.ok()) return void(*rc = Fail(n.status()));

@@ -118,6 +118,17 @@ std::string_view CodecName(CompressionCodec codec) {
   return "unknown codec";
 }
 
+Result<CompressionCodec> ParseWritableCodec(std::string_view name) {
+  if (name == "none" || name == "uncompressed") return CompressionCodec::kUncompressed;
+  if (name == "snappy") return CompressionCodec::kSnappy;
+  if (name == "gzip") return CompressionCodec::kGzip;
+  if (name == "brotli") return CompressionCodec::kBrotli;
+  if (name == "zstd") return CompressionCodec::kZstd;
+  if (name == "lz4_raw") return CompressionCodec::kLz4Raw;
+  return absl::InvalidArgumentError(absl::StrCat("codec '", AsAbsl(name),
+                                                 "': expected none, snappy, gzip, brotli, zstd or lz4_raw"));
+}
+
 Status Decompress(CompressionCodec codec, const uint8_t* src, size_t n, uint8_t* dst, size_t dst_size) {
   switch (codec) {
     case CompressionCodec::kUncompressed:

@@ -17,6 +17,10 @@
 namespace flywheel::parquet {
 
 std::string_view CodecName(CompressionCodec codec);
+// A codec the writer can use, by its lower-case name: none (or
+// uncompressed), snappy, gzip, brotli, zstd, lz4_raw. InvalidArgument
+// listing them otherwise.
+Result<CompressionCodec> ParseWritableCodec(std::string_view name);
 
 // Decompresses `n` bytes into exactly `dst_size` bytes (the page header's
 // uncompressed size); DataLoss when the input is corrupt or decodes to a
