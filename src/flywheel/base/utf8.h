@@ -5,6 +5,8 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
+#include <cstring>
 #include <string_view>
 
 namespace flywheel {
@@ -12,10 +14,20 @@ namespace flywheel {
 // Byte offset of the first byte of `s` that does not start a well-formed
 // UTF-8 sequence (overlongs, surrogates and code points above U+10FFFF are
 // not well-formed), or std::string_view::npos when all of `s` is.
+// ASCII runs are skipped eight bytes at a time (parsers call this on every
+// string they read).
 inline size_t FirstInvalidUtf8(std::string_view s) {
   size_t i = 0;
   const size_t n = s.size();
   while (i < n) {
+    if (i + 8 <= n) {
+      uint64_t w;
+      std::memcpy(&w, s.data() + i, 8);
+      if ((w & 0x8080808080808080ULL) == 0) {
+        i += 8;
+        continue;
+      }
+    }
     const unsigned char c = static_cast<unsigned char>(s[i]);
     if (c < 0x80) {
       ++i;
@@ -48,6 +60,19 @@ inline size_t FirstInvalidUtf8(std::string_view s) {
     i += len;
   }
   return std::string_view::npos;
+}
+
+// True if every byte of `s` is ASCII (eight bytes at a time).
+inline bool IsAscii(std::string_view s) {
+  size_t i = 0;
+  uint64_t acc = 0;
+  for (; i + 8 <= s.size(); i += 8) {
+    uint64_t w;
+    std::memcpy(&w, s.data() + i, 8);
+    acc |= w;
+  }
+  for (; i < s.size(); ++i) acc |= static_cast<unsigned char>(s[i]);
+  return (acc & 0x8080808080808080ULL) == 0;
 }
 
 // True if `s` is well-formed UTF-8.

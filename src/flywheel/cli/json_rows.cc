@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "absl/strings/str_cat.h"
+#include "flywheel/base/half.h"
 
 namespace flywheel::cli {
 
@@ -171,16 +172,6 @@ Result<format::RecordBatch> ReadJsonLines(std::istream& in, const std::string& s
 }
 
 namespace {
-
-double HalfToDouble(uint16_t h) {
-  const int exp = (h >> 10) & 0x1f;
-  const int mant = h & 0x3ff;
-  double v;
-  if (exp == 0) v = std::ldexp(mant, -24);
-  else if (exp == 31) v = mant ? NAN : INFINITY;
-  else v = std::ldexp(mant + 1024, exp - 25);
-  return (h & 0x8000) ? -v : v;
-}
 
 json ScalarJson(TypeId id, const uint8_t* p) {
   auto get = [&](auto x) { std::memcpy(&x, p, sizeof x); return x; };

@@ -123,6 +123,15 @@ TEST(CompressionTest, ConcatenatedGzipMembersDecodeAsOne) {
   EXPECT_EQ(std::string(out.begin(), out.end()), a + b);
 }
 
+TEST(CompressionTest, WritableCodecsParseByName) {
+  EXPECT_EQ(*ParseWritableCodec("none"), CompressionCodec::kUncompressed);
+  EXPECT_EQ(*ParseWritableCodec("zstd"), CompressionCodec::kZstd);
+  EXPECT_EQ(*ParseWritableCodec("lz4_raw"), CompressionCodec::kLz4Raw);
+  auto bad = ParseWritableCodec("lzo");
+  EXPECT_TRUE(absl::IsInvalidArgument(bad.status()));
+  EXPECT_NE(std::string(bad.status().message()).find("snappy"), std::string::npos);
+}
+
 TEST(CompressionTest, LzoAndUnknownCodecsAreRefusedByName) {
   uint8_t out[4];
   const uint8_t in[4] = {1, 2, 3, 4};

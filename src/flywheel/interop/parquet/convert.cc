@@ -7,6 +7,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "flywheel/base/half.h"
 
 namespace flywheel::parquet {
 namespace {
@@ -122,20 +123,6 @@ void AppendDouble(double v, std::string* out) {
     auto r = std::to_chars(buf, buf + sizeof buf, v);
     out->append(buf, r.ptr);
   }
-}
-
-double HalfToDouble(uint16_t h) {
-  const int exp = (h >> 10) & 0x1f;
-  const int mant = h & 0x3ff;
-  double v;
-  if (exp == 0) {
-    v = std::ldexp(mant, -24);
-  } else if (exp == 31) {
-    v = mant ? NAN : INFINITY;
-  } else {
-    v = std::ldexp(mant + 1024, exp - 25);
-  }
-  return (h & 0x8000) ? -v : v;
 }
 
 long double DecimalValue(const uint8_t* p, int width, int scale) {

@@ -299,18 +299,6 @@ void SetValidityOfSlots(const LeafData& d, const SNode& n, int16_t def, Array* a
   }
 }
 
-// Whether [p, p + n) is all ASCII, eight bytes at a time.
-bool AllAscii(const uint8_t* p, size_t n) {
-  size_t i = 0;
-  uint64_t acc = 0;
-  for (; i + 8 <= n; i += 8) {
-    uint64_t w;
-    std::memcpy(&w, p + i, 8);
-    acc |= w;
-  }
-  for (; i < n; ++i) acc |= p[i];
-  return (acc & 0x8080808080808080ULL) == 0;
-}
 
 // Concatenates `parts` (same type) into `out`, each buffer allocated once.
 Status ConcatArrays(std::vector<Array>& parts, Array* out) {
@@ -373,7 +361,9 @@ Status ConcatArrays(std::vector<Array>& parts, Array* out) {
 Status CheckUtf8(const ByteArrays& b, int64_t from) {
   const auto* data = reinterpret_cast<const uint8_t*>(b.data.data());
   const int64_t lo = b.offsets[from], hi = b.offsets.back();
-  if (AllAscii(data + lo, static_cast<size_t>(hi - lo))) return absl::OkStatus();
+  if (IsAscii(std::string_view(reinterpret_cast<const char*>(data) + lo, static_cast<size_t>(hi - lo)))) {
+    return absl::OkStatus();
+  }
   for (int64_t i = from; i < b.size(); ++i) {
     const std::string_view v(b.data.data() + b.offsets[i], static_cast<size_t>(b.offsets[i + 1] - b.offsets[i]));
     const size_t bad = FirstInvalidUtf8(v);

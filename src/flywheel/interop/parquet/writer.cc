@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "flywheel/base/half.h"
 #include "flywheel/base/utf8.h"
 #include "flywheel/interop/parquet/compression.h"
 #include "flywheel/interop/parquet/encoding.h"
@@ -554,24 +555,6 @@ Status GatherValues(const Leaf& leaf, const Array& a, const std::vector<int64_t>
 // ---------------------------------------------------------------------------
 // Statistics.
 
-float HalfToFloat(uint16_t h) {
-  const uint32_t sign = static_cast<uint32_t>(h & 0x8000) << 16;
-  const int exp = (h >> 10) & 0x1f;
-  const uint32_t mant = h & 0x3ff;
-  float f;
-  if (exp == 0x1f) {
-    const uint32_t bits = sign | 0x7f800000u | (mant << 13);
-    std::memcpy(&f, &bits, 4);
-    return f;
-  }
-  if (exp == 0) {
-    f = std::ldexp(static_cast<float>(mant), -24);
-    return sign ? -f : f;
-  }
-  const uint32_t bits = sign | (static_cast<uint32_t>(exp - 15 + 127) << 23) | (mant << 13);
-  std::memcpy(&f, &bits, 4);
-  return f;
-}
 
 template <typename T>
 T Load(std::string_view s) {
@@ -594,7 +577,7 @@ bool Less(const Leaf& leaf, std::string_view a, std::string_view b) {
     case Order::kFloat:
       return leaf.width == 4 ? Load<float>(a) < Load<float>(b) : Load<double>(a) < Load<double>(b);
     case Order::kFloat16:
-      return HalfToFloat(Load<uint16_t>(a)) < HalfToFloat(Load<uint16_t>(b));
+      return HalfToDouble(Load<uint16_t>(a)) < HalfToDouble(Load<uint16_t>(b));
     case Order::kDecimalBigEndian: {
       // The first byte compares signed, the rest unsigned.
       const int8_t x = static_cast<int8_t>(a[0]), y = static_cast<int8_t>(b[0]);
@@ -612,7 +595,7 @@ bool Less(const Leaf& leaf, std::string_view a, std::string_view b) {
 bool IsNaN(const Leaf& leaf, std::string_view v) {
   if (leaf.order == Order::kFloat)
     return leaf.width == 4 ? std::isnan(Load<float>(v)) : std::isnan(Load<double>(v));
-  if (leaf.order == Order::kFloat16) return std::isnan(HalfToFloat(Load<uint16_t>(v)));
+  if (leaf.order == Order::kFloat16) return std::isnan(HalfToDouble(Load<uint16_t>(v)));
   return false;
 }
 

@@ -18,6 +18,7 @@
 #include <tuple>
 #include <vector>
 
+#include "flywheel/base/half.h"
 #include "flywheel/format/column.h"
 #include "flywheel/interop/parquet/compression.h"
 #include "flywheel/interop/parquet/encoding.h"
@@ -192,19 +193,6 @@ std::string DecimalText(const uint8_t* p, int width, int scale) {
   return (negative ? "-" : "") + digits;
 }
 
-double HalfValue(uint16_t h) {
-  const int exp = (h >> 10) & 0x1f;
-  const int mant = h & 0x3ff;
-  double v;
-  if (exp == 0x1f) {
-    v = mant ? std::nan("") : INFINITY;
-  } else if (exp == 0) {
-    v = std::ldexp(mant, -24);
-  } else {
-    v = std::ldexp(mant + 1024, exp - 25);
-  }
-  return (h & 0x8000) ? -v : v;
-}
 
 json IntJson(int64_t v) {
   if (v > 9007199254740991LL || v < -9007199254740991LL) return std::to_string(v);
@@ -249,7 +237,7 @@ json Canon(const Field& f, const Array& a, int64_t i) {
     case ValueKind::kUInt64:
       return UIntJson(load(uint64_t{}));
     case ValueKind::kFloat16:
-      return FloatJson(HalfValue(load(uint16_t{})));
+      return FloatJson(HalfToDouble(load(uint16_t{})));
     case ValueKind::kFloat32:
       return FloatJson(load(float{}));
     case ValueKind::kFloat64:

@@ -223,7 +223,7 @@ Status CsvReader::Open() {
     }
     for (size_t i = 0; have_header && i < fields_.size(); ++i) {
       const std::string_view text = Text(fields_[i]);
-      if (const size_t bad = FirstInvalidUtf8Fast(text); bad != std::string_view::npos) {
+      if (const size_t bad = FirstInvalidUtf8(text); bad != std::string_view::npos) {
         return absl::InvalidArgumentError(absl::StrCat(file_, ":", fields_[i].line, ":", i + 1,
                                                        ": column name (CSV field ", i + 1,
                                                        ") is not valid UTF-8 at byte ", bad + 1));
@@ -334,7 +334,7 @@ Status CsvReader::ConvertField(const CsvField& f, size_t index, ColumnBuilder* b
   std::string* out = b->values();
   switch (t.id) {
     case format::TypeId::kString:
-      if (const size_t bad = FirstInvalidUtf8Fast(text); bad != std::string_view::npos) {
+      if (const size_t bad = FirstInvalidUtf8(text); bad != std::string_view::npos) {
         return FieldError(f, index, field.name,
                           absl::StrCat("not valid UTF-8 at byte ", bad + 1, " of the value"));
       }
@@ -365,7 +365,7 @@ Status CsvReader::ConvertField(const CsvField& f, size_t index, ColumnBuilder* b
   }
   if (t.id == format::TypeId::kList || !t.shape.empty()) {
     // Lists and tensors: the field holds a JSON array ("[1, 2, 3]").
-    if (const size_t bad = FirstInvalidUtf8Fast(text); bad != std::string_view::npos) {
+    if (const size_t bad = FirstInvalidUtf8(text); bad != std::string_view::npos) {
       return FieldError(f, index, field.name,
                         absl::StrCat("not valid UTF-8 at byte ", bad + 1, " of the value"));
     }

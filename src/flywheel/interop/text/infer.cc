@@ -338,45 +338,6 @@ void GuessCsvText(std::string_view text, TypeGuess* guess) {
 
 // ---- Scalars ----
 
-size_t FirstInvalidUtf8Fast(std::string_view s) {
-  size_t i = 0;
-  while (i + 8 <= s.size()) {
-    uint64_t w;
-    std::memcpy(&w, s.data() + i, 8);
-    if (w & 0x8080808080808080ull) break;
-    i += 8;
-  }
-  while (i < s.size() && static_cast<unsigned char>(s[i]) < 0x80) ++i;
-  if (i == s.size()) return std::string_view::npos;
-  const size_t rest = FirstInvalidUtf8(s.substr(i));
-  return rest == std::string_view::npos ? rest : i + rest;
-}
-
-uint16_t FloatToHalf(float f) {
-  uint32_t x;
-  std::memcpy(&x, &f, 4);
-  const uint32_t sign = (x >> 16) & 0x8000u;
-  const uint32_t a = x & 0x7fffffffu;
-  if (a >= 0x7f800000u) return static_cast<uint16_t>(sign | (a > 0x7f800000u ? 0x7e00u : 0x7c00u));
-  if (a >= 0x477ff000u) return static_cast<uint16_t>(sign | 0x7c00u);  // rounds past 65504
-  if (a < 0x38800000u) {                                               // half subnormal (or zero)
-    if (a < 0x33000000u) return static_cast<uint16_t>(sign);           // below half of 2^-24
-    const uint32_t e = a >> 23;
-    const uint32_t m = (a & 0x7fffffu) | 0x800000u;
-    const uint32_t shift = 126 - e;  // value / 2^-24 = m >> shift
-    uint32_t r = m >> shift;
-    const uint32_t rem = m & ((1u << shift) - 1);
-    const uint32_t half = 1u << (shift - 1);
-    if (rem > half || (rem == half && (r & 1))) ++r;
-    return static_cast<uint16_t>(sign | r);
-  }
-  const uint32_t rebased = a - 0x38000000u;  // exponent bias 127 -> 15
-  uint32_t h = rebased >> 13;
-  const uint32_t rem = rebased & 0x1fffu;
-  if (rem > 0x1000u || (rem == 0x1000u && (h & 1))) ++h;
-  return static_cast<uint16_t>(sign | h);
-}
-
 ParseStatus AppendScalarText(format::TypeId id, std::string_view text, bool csv, std::string* out) {
   using format::TypeId;
   switch (id) {

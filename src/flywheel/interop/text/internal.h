@@ -14,6 +14,7 @@
 #include <string_view>
 #include <vector>
 
+#include "flywheel/base/half.h"
 #include "flywheel/base/status.h"
 #include "flywheel/format/column.h"
 #include "flywheel/format/types.h"
@@ -115,9 +116,7 @@ enum class ParseStatus { kOk, kSyntax, kRange };
 // (case-insensitive). REQUIRES: IsScalar(id).
 ParseStatus AppendScalarText(format::TypeId id, std::string_view text, bool allow_plus,
                              std::string* out);
-uint16_t FloatToHalf(float f);
-// FirstInvalidUtf8 (base/utf8.h) with a word-at-a-time skip over ASCII.
-size_t FirstInvalidUtf8Fast(std::string_view s);
+using ::flywheel::FloatToHalf;  // base/half.h
 // `text` for an error message: cut to a sane length, control characters
 // and invalid UTF-8 as \xNN. Quoted() also wraps it in double quotes.
 std::string Excerpt(std::string_view text);

@@ -541,7 +541,7 @@ Result<bool> JsonLinesReader::NextLine(std::string_view* line) {
 
 template <typename F>
 Status JsonLinesReader::ForEachMember(std::string_view line, F&& on_member) {
-  if (const size_t bad = FirstInvalidUtf8Fast(line); bad != std::string_view::npos) {
+  if (const size_t bad = FirstInvalidUtf8(line); bad != std::string_view::npos) {
     return Error(bad, "invalid UTF-8");
   }
   JsonScanner s(line);
