@@ -338,6 +338,16 @@ void GuessCsvText(std::string_view text, TypeGuess* guess) {
 
 // ---- Scalars ----
 
+format::RecordBatch FinishBatch(const format::Schema& schema, int64_t rows,
+                                std::vector<ColumnBuilder>& builders) {
+  format::RecordBatch batch;
+  batch.schema = schema;
+  batch.num_rows = rows;
+  batch.columns.reserve(builders.size());
+  for (ColumnBuilder& b : builders) batch.columns.push_back(b.Finish());
+  return batch;
+}
+
 ParseStatus AppendScalarText(format::TypeId id, std::string_view text, bool csv, std::string* out) {
   using format::TypeId;
   switch (id) {

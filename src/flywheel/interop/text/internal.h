@@ -150,6 +150,11 @@ class ColumnBuilder {
   size_t values_hint_ = 0;
 };
 
+// The rows the builders hold as one batch of `schema`; the builders start
+// over.
+format::RecordBatch FinishBatch(const format::Schema& schema, int64_t rows,
+                                std::vector<ColumnBuilder>& builders);
+
 // The schema a reader produces, with the mapping from the source's fields.
 struct ResolvedSchema {
   format::Schema full;              // every field of the source, overrides applied

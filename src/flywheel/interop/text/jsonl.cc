@@ -748,12 +748,7 @@ Result<std::optional<format::RecordBatch>> JsonLinesReader::Next() {
     ++rows;
   }
   if (rows == 0) return std::nullopt;
-  format::RecordBatch batch;
-  batch.schema = schema_.output;
-  batch.num_rows = rows;
-  batch.columns.reserve(builders_.size());
-  for (ColumnBuilder& b : builders_) batch.columns.push_back(b.Finish());
-  return batch;
+  return FinishBatch(schema_.output, rows, builders_);
 }
 
 }  // namespace
