@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <optional>
 #include <nlohmann/json.hpp>
 
 #include "absl/strings/str_cat.h"
@@ -11,54 +12,49 @@
 namespace flywheel::interop {
 namespace {
 
-// Restores a logical type on a column written with its storage type: dates,
-// times and timestamps keep their bytes; decimals are float64 in the table
-// and become their unscaled integers again.
-Status Restore(const parquet::ValueType& want, parquet::Field* f, parquet::Array* a) {
+// Whether a column stored as `have` can be written as logical type `want`:
+// dates and times from int32, times and timestamps from int64, decimals from
+// float64 (the tag may be stale after a schema change; then it is ignored).
+bool Restorable(const parquet::ValueType& want, parquet::ValueKind have) {
   using parquet::ValueKind;
-  const ValueKind have = f->type.kind;
-  const bool int32_like = have == ValueKind::kInt32;
-  const bool int64_like = have == ValueKind::kInt64;
   switch (want.kind) {
     case ValueKind::kDate32:
-    case ValueKind::kTime32:
-      if (!int32_like) return absl::OkStatus();
-      break;
+    case ValueKind::kTime32: return have == ValueKind::kInt32;
     case ValueKind::kTime64:
-    case ValueKind::kTimestamp:
-      if (!int64_like) return absl::OkStatus();
-      break;
-    case ValueKind::kDecimal: {
-      if (have != ValueKind::kFloat64) return absl::OkStatus();
-      const int w = want.width;
-      std::vector<uint8_t> out(static_cast<size_t>(a->length) * w, 0);
-      const double scale = std::pow(10.0, want.scale);
-      for (int64_t i = 0; i < a->length; ++i) {
-        if (!a->IsValid(i)) continue;
-        double v;
-        std::memcpy(&v, a->values.data() + i * 8, 8);
-        const double u = std::nearbyint(v * scale);
-        if (!std::isfinite(u) || std::fabs(u) >= 9.2e18) {
-          return absl::InvalidArgumentError(
-              absl::StrCat("column ", f->name, " row ", i, ": ", v, " does not fit DECIMAL(", want.precision, ",",
-                           want.scale, ")"));
-        }
-        const int64_t unscaled = static_cast<int64_t>(u);
-        if (w == 4) {
-          const int32_t x = static_cast<int32_t>(unscaled);
-          std::memcpy(out.data() + i * 4, &x, 4);
-        } else {
-          std::memcpy(out.data() + i * w, &unscaled, 8);
-          if (w == 16) std::memset(out.data() + i * w + 8, unscaled < 0 ? 0xff : 0, 8);
-        }
-      }
-      a->values = std::move(out);
-      break;
-    }
-    default:
-      return absl::OkStatus();
+    case ValueKind::kTimestamp: return have == ValueKind::kInt64;
+    case ValueKind::kDecimal: return have == ValueKind::kFloat64;
+    default: return false;
   }
-  f->type = want;
+}
+
+// Turns a column's array into logical type `want` (REQUIRES: Restorable):
+// dates, times and timestamps keep their bytes; decimals (float64 in the
+// table) become their unscaled integers again.
+Status ToLogical(const parquet::ValueType& want, const std::string& name, parquet::Array* a) {
+  if (want.kind == parquet::ValueKind::kDecimal) {
+    const int w = want.width;
+    std::vector<uint8_t> out(static_cast<size_t>(a->length) * w, 0);
+    const double scale = std::pow(10.0, want.scale);
+    for (int64_t i = 0; i < a->length; ++i) {
+      if (!a->IsValid(i)) continue;
+      double v;
+      std::memcpy(&v, a->values.data() + i * 8, 8);
+      const double u = std::nearbyint(v * scale);
+      if (!std::isfinite(u) || std::fabs(u) >= 9.2e18) {
+        return absl::InvalidArgumentError(absl::StrCat("column ", name, " row ", i, ": ", v, " does not fit DECIMAL(",
+                                                       want.precision, ",", want.scale, ")"));
+      }
+      const int64_t unscaled = static_cast<int64_t>(u);
+      if (w == 4) {
+        const int32_t x = static_cast<int32_t>(unscaled);
+        std::memcpy(out.data() + i * 4, &x, 4);
+      } else {
+        std::memcpy(out.data() + i * w, &unscaled, 8);
+        if (w == 16) std::memset(out.data() + i * w + 8, unscaled < 0 ? 0xff : 0, 8);
+      }
+    }
+    a->values = std::move(out);
+  }
   a->type = want;
   return absl::OkStatus();
 }
@@ -92,11 +88,13 @@ Result<int64_t> ExportParquet(const table::Table& table, const std::string& path
     }
   }
   FW_ASSIGN_OR_RETURN(std::vector<parquet::Field> fields, parquet::FieldsFromTable(schema));
-  for (auto& f : fields) {
-    if (auto it = logical.find(f.name); it != logical.end() && f.type.kind != parquet::ValueKind::kList) {
-      parquet::Array none;
-      none.type = f.type;
-      FW_RETURN_IF_ERROR(Restore(it->second, &f, &none));  // decides the field type only
+  // Per column, the logical type it is written as (none: its storage type).
+  std::vector<std::optional<parquet::ValueType>> restore(fields.size());
+  for (size_t c = 0; c < fields.size(); ++c) {
+    auto it = logical.find(fields[c].name);
+    if (it != logical.end() && Restorable(it->second, fields[c].type.kind)) {
+      restore[c] = it->second;
+      fields[c].type = it->second;
     }
   }
   parquet::WriterOptions wo = options.writer;
@@ -121,11 +119,8 @@ Result<int64_t> ExportParquet(const table::Table& table, const std::string& path
     auto arrays = parquet::ArraysFromTable(**b);
     if (!arrays.ok()) return fail(arrays.status());
     for (size_t c = 0; c < arrays->size(); ++c) {
-      auto lt = logical.find(schema.fields[c].name);
-      if (lt == logical.end() || (*arrays)[c].type.kind == parquet::ValueKind::kList) continue;
-      parquet::Field f = fields[c];
-      f.type = (*arrays)[c].type;  // the storage type, restored below
-      Status s = Restore(lt->second, &f, &(*arrays)[c]);
+      if (!restore[c]) continue;
+      Status s = ToLogical(*restore[c], fields[c].name, &(*arrays)[c]);
       if (!s.ok()) return fail(s);
     }
     Status s = writer->WriteRowGroup(*arrays);
