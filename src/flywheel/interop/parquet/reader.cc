@@ -241,6 +241,7 @@ struct LeafData {
   ByteArrays bytes;            // BYTE_ARRAY (and FLBA under DELTA_BYTE_ARRAY, moved to fixed)
   int64_t num_values = 0;      // non-null values decoded
   int64_t chunk_start = 0;     // entries before the column chunk being read
+  std::vector<uint32_t> scratch;  // levels and dictionary indices of one page, reused
 };
 
 
@@ -608,12 +609,13 @@ Result<std::vector<int>> ReaderImpl::Resolve(const std::vector<std::string>& col
 // Levels of one page: RLE (v1: with a 4-byte length prefix) or the legacy
 // BIT_PACKED encoding. Returns the bytes used.
 Result<size_t> DecodeLevels(const uint8_t* data, size_t size, Encoding enc, int16_t max_level, int64_t n,
-                            bool v1_prefix, int16_t* out) {
-  std::vector<uint32_t> tmp(static_cast<size_t>(n));
+                            bool v1_prefix, int16_t* out, std::vector<uint32_t>* scratch) {
+  scratch->resize(static_cast<size_t>(n));
+  uint32_t* tmp = scratch->data();
   const int bw = BitWidth(static_cast<uint64_t>(max_level));
   size_t used = 0;
   if (enc == Encoding::kBitPacked) {
-    FW_ASSIGN_OR_RETURN(used, DecodeBitPackedLegacy(data, size, bw, n, tmp.data()));
+    FW_ASSIGN_OR_RETURN(used, DecodeBitPackedLegacy(data, size, bw, n, tmp));
   } else if (enc == Encoding::kRle) {
     size_t len = size;
     const uint8_t* p = data;
@@ -627,7 +629,7 @@ Result<size_t> DecodeLevels(const uint8_t* data, size_t size, Encoding enc, int1
       len = l;
       p = data + 4;
     }
-    FW_RETURN_IF_ERROR(DecodeRleBitPacked(p, len, bw, n, tmp.data()).status());
+    FW_RETURN_IF_ERROR(DecodeRleBitPacked(p, len, bw, n, tmp).status());
     used = v1_prefix ? 4 + len : len;
   } else {
     return absl::InvalidArgumentError(absl::StrCat("levels in unsupported encoding ", static_cast<int>(enc)));
@@ -674,12 +676,12 @@ Status ReaderImpl::DecodePage(int leaf, CompressionCodec codec, const PageHeader
     const size_t rl = static_cast<size_t>(v.repetition_levels_byte_length);
     const size_t dl = static_cast<size_t>(v.definition_levels_byte_length);
     if (ln.rep > 0) {
-      FW_RETURN_IF_ERROR_CTX(DecodeLevels(body, rl, Encoding::kRle, ln.rep, n, false, &out->rep[base]).status(),
+      FW_RETURN_IF_ERROR_CTX(DecodeLevels(body, rl, Encoding::kRle, ln.rep, n, false, &out->rep[base], &out->scratch).status(),
                              "repetition levels");
     }
     if (ln.def > 0) {
       FW_RETURN_IF_ERROR_CTX(
-          DecodeLevels(body + rl, dl, Encoding::kRle, ln.def, n, false, &out->def[base]).status(),
+          DecodeLevels(body + rl, dl, Encoding::kRle, ln.def, n, false, &out->def[base], &out->scratch).status(),
           "definition levels");
     }
     level_bytes = rl + dl;
@@ -700,13 +702,13 @@ Status ReaderImpl::DecodePage(int leaf, CompressionCodec codec, const PageHeader
     size_t pos = 0;
     if (ln.rep > 0) {
       FW_ASSIGN_OR_RETURN_CTX(size_t used,
-                              DecodeLevels(data, size, v.repetition_level_encoding, ln.rep, n, true, &out->rep[base]),
+                              DecodeLevels(data, size, v.repetition_level_encoding, ln.rep, n, true, &out->rep[base], &out->scratch),
                               "repetition levels");
       pos += used;
     }
     if (ln.def > 0) {
       FW_ASSIGN_OR_RETURN_CTX(
-          size_t used, DecodeLevels(data + pos, size - pos, v.definition_level_encoding, ln.def, n, true, &out->def[base]),
+          size_t used, DecodeLevels(data + pos, size - pos, v.definition_level_encoding, ln.def, n, true, &out->def[base], &out->scratch),
           "definition levels");
       pos += used;
     }
@@ -757,7 +759,8 @@ Status ReaderImpl::DecodePage(int leaf, CompressionCodec codec, const PageHeader
         if (size < 1) return absl::DataLossError("dictionary indices: missing bit width");
         const int bw = data[0];
         if (bw > 32) return absl::DataLossError(absl::StrCat("dictionary index bit width ", bw, " > 32"));
-        std::vector<uint32_t> idx(static_cast<size_t>(present));
+        std::vector<uint32_t>& idx = out->scratch;  // the levels are decoded by now
+        idx.resize(static_cast<size_t>(present));
         FW_RETURN_IF_ERROR_CTX(DecodeRleBitPacked(data + 1, size - 1, bw, present, idx.data()).status(),
                                "dictionary indices");
         for (int64_t i = 0; i < present; ++i) {
