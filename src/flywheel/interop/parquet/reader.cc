@@ -204,18 +204,6 @@ int32_t DecimalWidth(const ValueType& t, PhysicalType p) {
   return t.precision <= 18 ? 8 : 16;
 }
 
-size_t FixedSize(const ValueType& t) {
-  switch (t.kind) {
-    case ValueKind::kBool: case ValueKind::kInt8: case ValueKind::kUInt8: return 1;
-    case ValueKind::kInt16: case ValueKind::kUInt16: case ValueKind::kFloat16: return 2;
-    case ValueKind::kInt32: case ValueKind::kUInt32: case ValueKind::kFloat32: case ValueKind::kDate32:
-    case ValueKind::kTime32: return 4;
-    case ValueKind::kInt64: case ValueKind::kUInt64: case ValueKind::kFloat64: case ValueKind::kTime64:
-    case ValueKind::kTimestamp: return 8;
-    case ValueKind::kFixedBinary: case ValueKind::kDecimal: return static_cast<size_t>(t.width);
-    default: return 0;
-  }
-}
 
 bool IsVariable(const ValueType& t) { return t.kind == ValueKind::kString || t.kind == ValueKind::kBinary; }
 
@@ -1057,7 +1045,7 @@ Status ReaderImpl::BuildLeaf(const Plan& p, LeafData& d, Array* out) const {
     return absl::OkStatus();
   }
   const size_t pw = PhysicalSize(el);
-  const size_t ow = FixedSize(t);
+  const size_t ow = ValueWidth(t);
   if (d.num_values < present) {
     return absl::DataLossError(absl::StrCat("the column has ", d.num_values, " values, the levels need ", present));
   }
@@ -1305,6 +1293,19 @@ Result<std::vector<Array>> ReaderImpl::ReadAll(const ReadOptions& options) const
 }
 
 }  // namespace
+
+size_t ValueWidth(const ValueType& t) {
+  switch (t.kind) {
+    case ValueKind::kBool: case ValueKind::kInt8: case ValueKind::kUInt8: return 1;
+    case ValueKind::kInt16: case ValueKind::kUInt16: case ValueKind::kFloat16: return 2;
+    case ValueKind::kInt32: case ValueKind::kUInt32: case ValueKind::kFloat32: case ValueKind::kDate32:
+    case ValueKind::kTime32: return 4;
+    case ValueKind::kInt64: case ValueKind::kUInt64: case ValueKind::kFloat64: case ValueKind::kTime64:
+    case ValueKind::kTimestamp: return 8;
+    case ValueKind::kFixedBinary: case ValueKind::kDecimal: return static_cast<size_t>(t.width);
+    default: return 0;
+  }
+}
 
 Status AppendArray(Array* a, Array b) {
   std::vector<Array> parts;

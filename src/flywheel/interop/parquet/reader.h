@@ -12,6 +12,7 @@
 // called from several threads at once (ReadAll does, one row group each).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -63,6 +64,9 @@ struct Field {
   std::vector<Field> children;  // kList: the element; kStruct: the fields
 };
 
+// Bytes per value of a fixed-width kind (bool 1, ..., decimal/fixed_binary
+// `width`); 0 for strings, binary, lists, structs and null.
+size_t ValueWidth(const ValueType& t);
 std::string ValueTypeName(const ValueType& t);  // "int32", "list<string>", "decimal(12,2)", ...
 std::string FieldTypeName(const Field& f);      // with children: "struct<bytes: binary, path: string>"
 

@@ -307,36 +307,6 @@ Status BuildNode(const Field& f, const std::string& parent_name, std::vector<std
   return absl::OkStatus();
 }
 
-size_t FixedSize(const ValueType& t) {
-  switch (t.kind) {
-    case ValueKind::kBool:
-    case ValueKind::kInt8:
-    case ValueKind::kUInt8:
-      return 1;
-    case ValueKind::kInt16:
-    case ValueKind::kUInt16:
-    case ValueKind::kFloat16:
-      return 2;
-    case ValueKind::kInt32:
-    case ValueKind::kUInt32:
-    case ValueKind::kFloat32:
-    case ValueKind::kDate32:
-    case ValueKind::kTime32:
-      return 4;
-    case ValueKind::kInt64:
-    case ValueKind::kUInt64:
-    case ValueKind::kFloat64:
-    case ValueKind::kTime64:
-    case ValueKind::kTimestamp:
-      return 8;
-    case ValueKind::kFixedBinary:
-    case ValueKind::kDecimal:
-      return static_cast<size_t>(t.width);
-    default:
-      return 0;
-  }
-}
-
 // Checks that `a` is laid out as `n`'s field says (types, buffer sizes,
 // offsets, children) so that shredding reads only what exists, and records
 // each leaf's array.
@@ -395,7 +365,7 @@ Status ValidateArray(const Node& n, const Array& a, std::vector<const Array*>* l
       }
       return absl::OkStatus();
     default: {
-      const uint64_t w = FixedSize(a.type);
+      const uint64_t w = ValueWidth(a.type);
       if (a.values.size() / w < len) {
         return Invalid(n.name,
                        absl::StrCat(a.values.size(), " value bytes for ", len, " rows of ", w));
@@ -503,7 +473,7 @@ Status GatherValues(const Leaf& leaf, const Array& a, const std::vector<int64_t>
     }
     return absl::OkStatus();
   }
-  const size_t src_width = FixedSize(a.type);
+  const size_t src_width = ValueWidth(a.type);
   v->fixed.resize(slots.size() * leaf.width);
   char* dst = v->fixed.data();
   const uint8_t* src = a.values.data();
