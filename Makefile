@@ -24,7 +24,8 @@ DEB_PACKAGES := build-essential cmake ninja-build ccache pkg-config \
   python3-numpy python3-pytest clang libclang-rt-14-dev \
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler \
   python3-torch openmpi-bin libturbojpeg0-dev libjpeg62-turbo-dev python3-pil liburing-dev \
-  libsnappy-dev libbrotli-dev zlib1g-dev
+  libsnappy-dev libbrotli-dev zlib1g-dev \
+  libsqlite3-dev libpq-dev postgresql python3-jsonschema
 
 ifneq ($(SAN),)
   BUILD := build-$(SAN)

@@ -1,0 +1,691 @@
+#include "flywheel/catalog/catalog.h"
+
+#include <pwd.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <deque>
+#include <filesystem>
+#include <fstream>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <set>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
+#include "flywheel/base/logging.h"
+#include "flywheel/catalog/openlineage.h"
+#include "flywheel/catalog/sql.h"
+
+namespace flywheel::catalog {
+
+struct CatalogMutex {
+  std::mutex mu;
+};
+
+namespace {
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+
+int64_t NowMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+std::string NewUuid() {
+  // Reseeded in a forked child: it would otherwise repeat its parent's ids.
+  static thread_local pid_t seeded_for = -1;
+  static thread_local std::mt19937_64 rng;
+  if (seeded_for != ::getpid()) {
+    seeded_for = ::getpid();
+    std::random_device rd;
+    std::seed_seq seq{rd(), rd(), rd(), rd(), static_cast<unsigned>(seeded_for),
+                      static_cast<unsigned>(NowMs())};
+    rng.seed(seq);
+  }
+  uint64_t hi = rng(), lo = rng();
+  hi = (hi & ~0xF000ull) | 0x4000ull;                    // version 4
+  lo = (lo & 0x3FFFFFFFFFFFFFFFull) | 0x8000000000000000ull;  // variant 10
+  char buf[37];
+  std::snprintf(buf, sizeof(buf), "%08x-%04x-%04x-%04x-%012llx", static_cast<unsigned>(hi >> 32),
+                static_cast<unsigned>((hi >> 16) & 0xFFFF), static_cast<unsigned>(hi & 0xFFFF),
+                static_cast<unsigned>(lo >> 48), static_cast<unsigned long long>(lo & 0xFFFFFFFFFFFFull));
+  return buf;
+}
+
+const char* KindName(Node::Kind k) {
+  switch (k) {
+    case Node::Kind::kDataset: return "dataset";
+    case Node::Kind::kArtifact: return "artifact";
+    case Node::Kind::kFile: return "file";
+  }
+  return "dataset";
+}
+
+Result<Node::Kind> KindFromName(const std::string& s) {
+  if (s == "dataset") return Node::Kind::kDataset;
+  if (s == "artifact") return Node::Kind::kArtifact;
+  if (s == "file") return Node::Kind::kFile;
+  return absl::DataLossError(absl::StrCat("catalog: unknown node kind '", s, "'"));
+}
+
+Result<RunState> StateFromName(const std::string& s) {
+  for (RunState st : {RunState::kRunning, RunState::kComplete, RunState::kFail, RunState::kAbort})
+    if (s == RunStateName(st)) return st;
+  return absl::DataLossError(absl::StrCat("catalog: unknown run state '", s, "'"));
+}
+
+std::string AbsolutePath(const std::string& p) {
+  std::error_code ec;
+  fs::path abs = fs::absolute(p, ec);
+  if (ec) return p;
+  fs::path canon = fs::weakly_canonical(abs, ec);
+  return (ec ? abs.lexically_normal() : canon).string();
+}
+
+// The versioned schema. Each entry is applied once, in order, in one
+// exclusive transaction that also records it in schema_migrations. {{ID}} is
+// each dialect's auto-increment primary key. Never edit an applied entry:
+// append a new one (docs/catalog.md, "Schema").
+const char* const kMigrations[] = {
+    // 1: datasets, versions, jobs, runs, artifacts, lineage edges.
+    R"sql(
+CREATE TABLE namespaces (name TEXT PRIMARY KEY, created_ms BIGINT NOT NULL);
+CREATE TABLE datasets (
+  name TEXT PRIMARY KEY, namespace TEXT NOT NULL REFERENCES namespaces(name),
+  uri TEXT NOT NULL UNIQUE, created_ms BIGINT NOT NULL);
+CREATE TABLE dataset_versions (
+  dataset TEXT NOT NULL REFERENCES datasets(name), version BIGINT NOT NULL,
+  committed_ms BIGINT NOT NULL, operation TEXT NOT NULL, num_rows BIGINT NOT NULL,
+  schema_json TEXT NOT NULL, PRIMARY KEY (dataset, version));
+CREATE TABLE jobs (name TEXT PRIMARY KEY, job_type TEXT NOT NULL, created_ms BIGINT NOT NULL);
+CREATE TABLE runs (
+  id TEXT PRIMARY KEY, job TEXT NOT NULL REFERENCES jobs(name), job_type TEXT NOT NULL,
+  principal TEXT NOT NULL, state TEXT NOT NULL, started_ms BIGINT NOT NULL,
+  ended_ms BIGINT NOT NULL DEFAULT 0, params TEXT NOT NULL, error TEXT NOT NULL DEFAULT '');
+CREATE INDEX runs_by_job ON runs(job, started_ms);
+CREATE TABLE artifacts (
+  path TEXT NOT NULL, hash TEXT NOT NULL, size_bytes BIGINT NOT NULL,
+  created_ms BIGINT NOT NULL, run_id TEXT NOT NULL REFERENCES runs(id), PRIMARY KEY (path, hash));
+CREATE TABLE edges (
+  id {{ID}}, run_id TEXT NOT NULL REFERENCES runs(id), direction TEXT NOT NULL,
+  kind TEXT NOT NULL, node TEXT NOT NULL, version BIGINT NOT NULL, hash TEXT NOT NULL,
+  detail TEXT NOT NULL);
+CREATE INDEX edges_by_node ON edges(kind, node, direction, version);
+CREATE INDEX edges_by_run ON edges(run_id);
+)sql",
+};
+
+std::string DialectSql(std::string_view dialect, const char* sql) {
+  return absl::StrReplaceAll(sql, {{"{{ID}}", dialect == "sqlite" ? "INTEGER PRIMARY KEY"
+                                                                  : "BIGINT GENERATED BY DEFAULT AS IDENTITY PRIMARY KEY"}});
+}
+
+Result<RunInfo> RunFromRow(const SqlRow& r) {
+  RunInfo run;
+  run.id = r.Text(0);
+  run.job = r.Text(1);
+  run.job_type = r.Text(2);
+  run.principal = r.Text(3);
+  FW_ASSIGN_OR_RETURN(run.state, StateFromName(r.Text(4)));
+  run.started_ms = r.Int(5);
+  run.ended_ms = r.Int(6);
+  run.params_json = r.Text(7);
+  run.error = r.Text(8);
+  return run;
+}
+constexpr const char* kRunColumns = "id, job, job_type, principal, state, started_ms, ended_ms, params, error";
+
+Result<Edge> EdgeFromRow(const SqlRow& r) {
+  // run_id, direction, kind, node, version, hash, detail
+  Edge e;
+  e.run_id = r.Text(0);
+  e.input = r.Text(1) == "in";
+  FW_ASSIGN_OR_RETURN(e.node.kind, KindFromName(r.Text(2)));
+  e.node.name = r.Text(3);
+  e.node.version = r.Int(4);
+  e.node.hash = r.Text(5);
+  e.detail_json = r.Text(6);
+  return e;
+}
+constexpr const char* kEdgeColumns = "run_id, direction, kind, node, version, hash, detail";
+
+Status ValidateNamePart(std::string_view part, std::string_view what, const std::string& name) {
+  auto bad = [&](std::string_view why) {
+    return absl::InvalidArgumentError(absl::StrCat("dataset name '", name, "': the ", AsAbsl(what), " ",
+                                                   AsAbsl(why)));
+  };
+  if (part.empty()) return bad("is empty");
+  if (part.size() > 128) return bad("is longer than 128 bytes");
+  if (part == "." || part == "..") return bad("may not be '.' or '..'");
+  for (unsigned char c : part) {
+    if (c < 0x20 || c == 0x7f) return bad("contains a control character");
+    if (c == '\\') return bad("contains '\\'");
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+const char* RunStateName(RunState s) {
+  switch (s) {
+    case RunState::kRunning: return "RUNNING";
+    case RunState::kComplete: return "COMPLETE";
+    case RunState::kFail: return "FAIL";
+    case RunState::kAbort: return "ABORT";
+  }
+  return "RUNNING";
+}
+
+std::string Node::ToString() const {
+  switch (kind) {
+    case Kind::kDataset: return version >= 0 ? absl::StrCat(name, "@", version) : name;
+    case Kind::kArtifact: return absl::StrCat("artifact:", name);
+    case Kind::kFile: return absl::StrCat("file:", name);
+  }
+  return name;
+}
+
+Result<Node> Node::Parse(const std::string& text) {
+  Node n;
+  if (absl::StartsWith(text, "artifact:")) {
+    n.kind = Kind::kArtifact;
+    n.name = AbsolutePath(text.substr(9));
+    return n;
+  }
+  if (absl::StartsWith(text, "file:")) {
+    n.kind = Kind::kFile;
+    n.name = AbsolutePath(text.substr(5));
+    return n;
+  }
+  n.kind = Kind::kDataset;
+  n.name = text;
+  if (size_t at = text.rfind('@'); at != std::string::npos) {
+    int64_t v = 0;
+    if (!absl::SimpleAtoi(text.substr(at + 1), &v) || v < 0)
+      return absl::InvalidArgumentError(absl::StrCat("'", text, "': the version after '@' must be a number >= 0"));
+    n.name = text.substr(0, at);
+    n.version = v;
+  }
+  FW_RETURN_IF_ERROR(Catalog::ValidateDatasetName(n.name));
+  return n;
+}
+
+Result<std::string> PrincipalFromEnvironment() {
+  if (const char* u = std::getenv("FLYWHEEL_USER"); u != nullptr && *u != '\0') return std::string(u);
+  if (const char* path = std::getenv("FLYWHEEL_TOKEN_FILE"); path != nullptr && *path != '\0') {
+    std::ifstream in(path);
+    if (!in) return absl::PermissionDeniedError(absl::StrCat("FLYWHEEL_TOKEN_FILE: cannot read ", path));
+    std::string line;
+    std::getline(in, line);
+    std::string user = line.substr(0, line.find(':'));
+    while (!user.empty() && (user.back() == '\r' || user.back() == ' ')) user.pop_back();
+    if (user.empty()) return absl::PermissionDeniedError(absl::StrCat("FLYWHEEL_TOKEN_FILE ", path, ": no user name"));
+    return user;
+  }
+  if (passwd* pw = ::getpwuid(::geteuid()); pw != nullptr) return std::string(pw->pw_name);
+  return absl::StrCat("uid:", ::geteuid());
+}
+
+Result<std::unique_ptr<Catalog>> Catalog::Open(const std::string& spec, CatalogOptions options) {
+  if (spec.empty()) return absl::InvalidArgumentError("catalog: empty location");
+  std::unique_ptr<Catalog> c(new Catalog());
+  c->mu_ = std::make_unique<CatalogMutex>();
+  if (absl::StartsWith(spec, "postgresql://") || absl::StartsWith(spec, "postgres://")) {
+    FW_ASSIGN_OR_RETURN_CTX(c->db_, OpenPostgres(spec), "opening catalog");
+  } else if (absl::StartsWith(spec, "pg:")) {
+    FW_ASSIGN_OR_RETURN_CTX(c->db_, OpenPostgres(spec.substr(3)), "opening catalog");
+  } else if (absl::StartsWith(spec, "sqlite:")) {
+    FW_ASSIGN_OR_RETURN_CTX(c->db_, OpenSqlite(spec.substr(7)), "opening catalog");
+  } else {
+    c->root_ = AbsolutePath(spec);
+    std::error_code ec;
+    fs::create_directories(c->root_, ec);
+    if (ec) return absl::PermissionDeniedError(absl::StrCat("creating catalog root ", c->root_, ": ", ec.message()));
+    FW_ASSIGN_OR_RETURN_CTX(c->db_, OpenSqlite((fs::path(c->root_) / "catalog.db").string()), "opening catalog");
+    if (options.warehouse.empty()) options.warehouse = c->root_;
+    if (options.openlineage_file.empty()) options.openlineage_file = (fs::path(c->root_) / "openlineage.jsonl").string();
+  }
+  if (!options.warehouse.empty()) options.warehouse = AbsolutePath(options.warehouse);
+  if (const char* f = std::getenv("FLYWHEEL_OPENLINEAGE_FILE"); f != nullptr && *f != '\0')
+    options.openlineage_file = f;
+  if (options.openlineage_url.empty())
+    if (const char* u = std::getenv("FLYWHEEL_OPENLINEAGE_URL"); u != nullptr) options.openlineage_url = u;
+  if (!options.openlineage_file.empty()) c->sinks_.push_back(MakeFileSink(options.openlineage_file));
+  if (!options.openlineage_url.empty()) c->sinks_.push_back(MakeHttpSink(options.openlineage_url));
+  if (options.principal.empty()) {
+    FW_ASSIGN_OR_RETURN(options.principal, PrincipalFromEnvironment());
+  }
+  c->principal_ = options.principal;
+  c->options_ = std::move(options);
+  FW_RETURN_IF_ERROR_CTX(c->Migrate(), "catalog ", spec, ": applying schema migrations");
+  return c;
+}
+
+Result<std::unique_ptr<Catalog>> Catalog::FromEnvironment(CatalogOptions options) {
+  const char* spec = std::getenv("FLYWHEEL_CATALOG");
+  if (spec == nullptr || *spec == '\0') return std::unique_ptr<Catalog>();
+  return Open(spec, std::move(options));
+}
+
+Catalog::~Catalog() = default;
+
+std::string_view Catalog::backend() const { return db_->dialect(); }
+
+Status Catalog::Migrate() {
+  std::lock_guard<std::mutex> lock(mu_->mu);
+  constexpr int kLatest = static_cast<int>(std::size(kMigrations));
+  return db_->InTransaction(TxnMode::kExclusive, [&]() -> Status {
+    FW_RETURN_IF_ERROR(db_->ExecScript(
+        "CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, applied_ms BIGINT NOT NULL)"));
+    FW_ASSIGN_OR_RETURN(SqlRows rows, db_->Query("SELECT coalesce(max(version), 0) FROM schema_migrations"));
+    int current = static_cast<int>(rows.at(0).Int(0));
+    if (current > kLatest) {
+      return absl::FailedPreconditionError(absl::StrCat("the catalog's schema is version ", current,
+                                                        "; this flywheel knows versions up to ", kLatest,
+                                                        " (upgrade flywheel)"));
+    }
+    for (int v = current + 1; v <= kLatest; ++v) {
+      FW_RETURN_IF_ERROR_CTX(db_->ExecScript(DialectSql(db_->dialect(), kMigrations[v - 1])), "migration ", v);
+      FW_RETURN_IF_ERROR(db_->Exec("INSERT INTO schema_migrations (version, applied_ms) VALUES (?, ?)",
+                                   {int64_t{v}, NowMs()}));
+    }
+    return absl::OkStatus();
+  });
+}
+
+Result<int> Catalog::SchemaVersion() {
+  std::lock_guard<std::mutex> lock(mu_->mu);
+  FW_ASSIGN_OR_RETURN(SqlRows rows, db_->Query("SELECT coalesce(max(version), 0) FROM schema_migrations"));
+  return static_cast<int>(rows.at(0).Int(0));
+}
+
+// ---- datasets -------------------------------------------------------------
+
+Status Catalog::ValidateDatasetName(const std::string& name) {
+  size_t slash = name.find('/');
+  if (slash == std::string::npos || name.find('/', slash + 1) != std::string::npos) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("dataset name '", name, "': expected \"namespace/table\" (exactly one '/')"));
+  }
+  FW_RETURN_IF_ERROR(ValidateNamePart(std::string_view(name).substr(0, slash), "namespace", name));
+  return ValidateNamePart(std::string_view(name).substr(slash + 1), "table name", name);
+}
+
+Result<std::string> Catalog::DefaultLocation(const std::string& name) const {
+  FW_RETURN_IF_ERROR(ValidateDatasetName(name));
+  if (options_.warehouse.empty()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("dataset '", name, "': this catalog has no warehouse directory to create tables in "
+                                         "(set FLYWHEEL_WAREHOUSE or register the table by path)"));
+  }
+  return (fs::path(options_.warehouse) / name).string();
+}
+
+Result<DatasetInfo> Catalog::RegisterDataset(const std::string& name, const std::string& uri) {
+  FW_RETURN_IF_ERROR(ValidateDatasetName(name));
+  const std::string abs = AbsolutePath(uri);
+  const std::string ns = name.substr(0, name.find('/'));
+  std::lock_guard<std::mutex> lock(mu_->mu);
+  DatasetInfo info;
+  FW_RETURN_IF_ERROR(db_->InTransaction(TxnMode::kWrite, [&]() -> Status {
+    FW_ASSIGN_OR_RETURN(SqlRows have, db_->Query("SELECT uri, created_ms FROM datasets WHERE name = ?", {name}));
+    if (!have.empty()) {
+      if (have[0].Text(0) != abs) {
+        return absl::AlreadyExistsError(absl::StrCat("dataset '", name, "' is registered for ", have[0].Text(0),
+                                                     ", not ", abs));
+      }
+      info = DatasetInfo{name, ns, abs, have[0].Int(1)};
+      return absl::OkStatus();
+    }
+    FW_ASSIGN_OR_RETURN(SqlRows taken, db_->Query("SELECT name FROM datasets WHERE uri = ?", {abs}));
+    if (!taken.empty()) {
+      return absl::AlreadyExistsError(
+          absl::StrCat("the table at ", abs, " is registered as dataset '", taken[0].Text(0), "'"));
+    }
+    const int64_t now = NowMs();
+    FW_RETURN_IF_ERROR(db_->Exec("INSERT INTO namespaces (name, created_ms) VALUES (?, ?) ON CONFLICT DO NOTHING",
+                                 {ns, now}));
+    FW_RETURN_IF_ERROR(db_->Exec("INSERT INTO datasets (name, namespace, uri, created_ms) VALUES (?, ?, ?, ?)",
+                                 {name, ns, abs, now}));
+    info = DatasetInfo{name, ns, abs, now};
+    return absl::OkStatus();
+  }));
+  return info;
+}
+
+Result<DatasetInfo> Catalog::GetDataset(const std::string& name) {
+  FW_RETURN_IF_ERROR(ValidateDatasetName(name));
+  std::lock_guard<std::mutex> lock(mu_->mu);
+  FW_ASSIGN_OR_RETURN(SqlRows rows,
+                      db_->Query("SELECT name, namespace, uri, created_ms FROM datasets WHERE name = ?", {name}));
+  if (rows.empty()) return absl::NotFoundError(absl::StrCat("dataset '", name, "' is not in the catalog"));
+  return DatasetInfo{rows[0].Text(0), rows[0].Text(1), rows[0].Text(2), rows[0].Int(3)};
+}
+
+Result<std::vector<DatasetInfo>> Catalog::ListDatasets(const std::string& ns) {
+  std::lock_guard<std::mutex> lock(mu_->mu);
+  SqlRows rows;
+  if (ns.empty()) {
+    FW_ASSIGN_OR_RETURN(rows, db_->Query("SELECT name, namespace, uri, created_ms FROM datasets ORDER BY name"));
+  } else {
+    FW_ASSIGN_OR_RETURN(rows, db_->Query("SELECT name, namespace, uri, created_ms FROM datasets WHERE namespace = ? "
+                                         "ORDER BY name",
+                                         {ns}));
+  }
+  std::vector<DatasetInfo> out;
+  for (const auto& r : rows) out.push_back({r.Text(0), r.Text(1), r.Text(2), r.Int(3)});
+  return out;
+}
+
+Result<DatasetInfo> Catalog::ResolveTable(const std::string& uri) {
+  const std::string abs = AbsolutePath(uri);
+  {
+    std::lock_guard<std::mutex> lock(mu_->mu);
+    FW_ASSIGN_OR_RETURN(SqlRows rows,
+                        db_->Query("SELECT name, namespace, uri, created_ms FROM datasets WHERE uri = ?", {abs}));
+    if (!rows.empty()) return DatasetInfo{rows[0].Text(0), rows[0].Text(1), rows[0].Text(2), rows[0].Int(3)};
+  }
+  if (!options_.warehouse.empty()) {
+    fs::path rel = fs::path(abs).lexically_relative(options_.warehouse);
+    std::string r = rel.generic_string();
+    if (!rel.empty() && !absl::StartsWith(r, "..") && ValidateDatasetName(r).ok()) {
+      auto got = RegisterDataset(r, abs);
+      if (got.ok() || !absl::IsAlreadyExists(got.status())) return got;
+    }
+  }
+  std::string base = fs::path(abs).filename().string();
+  if (base.empty() || !ValidateNamePart(base, "table name", base).ok()) base = "table";
+  for (int i = 0; i < 1000; ++i) {
+    std::string name = i == 0 ? absl::StrCat("external/", base) : absl::StrCat("external/", base, "-", i + 1);
+    auto got = RegisterDataset(name, abs);
+    if (got.ok()) return got;
+    if (!absl::IsAlreadyExists(got.status())) return got.status();
+    // Another process may have registered this very table meanwhile.
+    std::lock_guard<std::mutex> lock(mu_->mu);
+    FW_ASSIGN_OR_RETURN(SqlRows rows,
+                        db_->Query("SELECT name, namespace, uri, created_ms FROM datasets WHERE uri = ?", {abs}));
+    if (!rows.empty()) return DatasetInfo{rows[0].Text(0), rows[0].Text(1), rows[0].Text(2), rows[0].Int(3)};
+  }
+  return absl::ResourceExhaustedError(absl::StrCat("no free dataset name for ", abs));
+}
+
+Status Catalog::RecordVersion(const DatasetVersion& v) {
+  std::lock_guard<std::mutex> lock(mu_->mu);
+  return db_->Exec(
+      "INSERT INTO dataset_versions (dataset, version, committed_ms, operation, num_rows, schema_json) "
+      "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
+      {v.dataset, v.version, v.committed_ms, v.operation, v.num_rows, v.schema_json.empty() ? "[]" : v.schema_json});
+}
+
+Result<std::vector<DatasetVersion>> Catalog::Versions(const std::string& dataset) {
+  std::lock_guard<std::mutex> lock(mu_->mu);
+  FW_ASSIGN_OR_RETURN(SqlRows rows, db_->Query("SELECT dataset, version, committed_ms, operation, num_rows, "
+                                               "schema_json FROM dataset_versions WHERE dataset = ? ORDER BY version",
+                                               {dataset}));
+  std::vector<DatasetVersion> out;
+  for (const auto& r : rows) out.push_back({r.Text(0), r.Int(1), r.Int(2), r.Text(3), r.Int(4), r.Text(5)});
+  return out;
+}
+
+// ---- runs -----------------------------------------------------------------
+
+Result<RunInfo> Catalog::StartRun(const std::string& job, const std::string& job_type,
+                                  const std::string& params_json) {
+  if (job.empty()) return absl::InvalidArgumentError("run: the job name is empty");
+  if (job_type.empty()) return absl::InvalidArgumentError("run: the job type is empty");
+  json params = json::parse(params_json.empty() ? "{}" : params_json, nullptr, false);
+  if (!params.is_object()) return absl::InvalidArgumentError("run: params must be a JSON object");
+  RunInfo run;
+  run.id = NewUuid();
+  run.job = job;
+  run.job_type = job_type;
+  run.principal = principal_;
+  run.started_ms = NowMs();
+  run.params_json = params.dump();
+  {
+    std::lock_guard<std::mutex> lock(mu_->mu);
+    FW_RETURN_IF_ERROR_CTX(db_->InTransaction(TxnMode::kWrite, [&]() -> Status {
+      FW_RETURN_IF_ERROR(db_->Exec("INSERT INTO jobs (name, job_type, created_ms) VALUES (?, ?, ?) "
+                                   "ON CONFLICT DO NOTHING",
+                                   {job, job_type, run.started_ms}));
+      return db_->Exec(absl::StrCat("INSERT INTO runs (", kRunColumns, ") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"),
+                       {run.id, job, job_type, principal_, RunStateName(run.state), run.started_ms, int64_t{0},
+                        run.params_json, std::string()});
+    }),
+                           "starting a run of job '", job, "'");
+  }
+  FW_RETURN_IF_ERROR(Emit(run, "START", {}));
+  return run;
+}
+
+Status Catalog::AddEdge(const Edge& e) {
+  if (e.node.kind == Node::Kind::kDataset) FW_RETURN_IF_ERROR(ValidateDatasetName(e.node.name));
+  if (e.node.name.empty()) return absl::InvalidArgumentError("lineage edge: the node has no name");
+  json detail = json::parse(e.detail_json.empty() ? "{}" : e.detail_json, nullptr, false);
+  if (detail.is_discarded()) return absl::InvalidArgumentError("lineage edge: detail is not JSON");
+  std::lock_guard<std::mutex> lock(mu_->mu);
+  FW_ASSIGN_OR_RETURN(SqlRows run, db_->Query("SELECT state FROM runs WHERE id = ?", {e.run_id}));
+  if (run.empty()) return absl::NotFoundError(absl::StrCat("run ", e.run_id, " is not in the catalog"));
+  return db_->Exec(
+      "INSERT INTO edges (run_id, direction, kind, node, version, hash, detail) VALUES (?, ?, ?, ?, ?, ?, ?)",
+      {e.run_id, e.input ? "in" : "out", KindName(e.node.kind), e.node.name, e.node.version, e.node.hash,
+       detail.dump()});
+}
+
+Result<RunInfo> Catalog::GetRun(const std::string& run_id) {
+  std::lock_guard<std::mutex> lock(mu_->mu);
+  FW_ASSIGN_OR_RETURN(SqlRows rows,
+                      db_->Query(absl::StrCat("SELECT ", kRunColumns, " FROM runs WHERE id = ?"), {run_id}));
+  if (rows.empty()) return absl::NotFoundError(absl::StrCat("run ", run_id, " is not in the catalog"));
+  return RunFromRow(rows[0]);
+}
+
+Result<std::vector<Edge>> Catalog::RunEdges(const std::string& run_id) {
+  std::lock_guard<std::mutex> lock(mu_->mu);
+  FW_ASSIGN_OR_RETURN(SqlRows rows, db_->Query(absl::StrCat("SELECT ", kEdgeColumns,
+                                                            " FROM edges WHERE run_id = ? ORDER BY id"),
+                                               {run_id}));
+  std::vector<Edge> out;
+  for (const auto& r : rows) {
+    FW_ASSIGN_OR_RETURN(Edge e, EdgeFromRow(r));
+    out.push_back(std::move(e));
+  }
+  return out;
+}
+
+Status Catalog::FinishRun(const std::string& run_id, RunState state, const std::string& error) {
+  if (state == RunState::kRunning) return absl::InvalidArgumentError("FinishRun: the final state cannot be RUNNING");
+  {
+    std::lock_guard<std::mutex> lock(mu_->mu);
+    FW_RETURN_IF_ERROR(db_->InTransaction(TxnMode::kWrite, [&]() -> Status {
+      FW_ASSIGN_OR_RETURN(SqlRows rows, db_->Query("SELECT state FROM runs WHERE id = ?", {run_id}));
+      if (rows.empty()) return absl::NotFoundError(absl::StrCat("run ", run_id, " is not in the catalog"));
+      if (rows[0].Text(0) != RunStateName(RunState::kRunning)) {
+        return absl::FailedPreconditionError(
+            absl::StrCat("run ", run_id, " has already finished (", rows[0].Text(0), ")"));
+      }
+      return db_->Exec("UPDATE runs SET state = ?, ended_ms = ?, error = ? WHERE id = ?",
+                       {RunStateName(state), NowMs(), error, run_id});
+    }));
+  }
+  FW_ASSIGN_OR_RETURN(RunInfo run, GetRun(run_id));
+  FW_ASSIGN_OR_RETURN(std::vector<Edge> edges, RunEdges(run_id));
+  return Emit(run, RunStateName(state), edges);
+}
+
+Result<Node> Catalog::LogArtifact(const std::string& run_id, const std::string& path,
+                                  const std::string& samples_json) {
+  json samples = json::parse(samples_json.empty() ? "[]" : samples_json, nullptr, false);
+  if (!samples.is_array()) return absl::InvalidArgumentError("LogArtifact: samples must be a JSON array");
+  const std::string abs = AbsolutePath(path);
+  std::FILE* f = std::fopen(abs.c_str(), "rb");
+  if (f == nullptr) return absl::NotFoundError(absl::StrCat("artifact ", abs, ": cannot open: ", std::strerror(errno)));
+  XXH3_state_t* st = XXH3_createState();
+  XXH3_128bits_reset(st);
+  std::vector<char> buf(1 << 20);
+  uint64_t size = 0;
+  size_t n;
+  while ((n = std::fread(buf.data(), 1, buf.size(), f)) > 0) {
+    XXH3_128bits_update(st, buf.data(), n);
+    size += n;
+  }
+  const bool read_error = std::ferror(f) != 0;
+  std::fclose(f);
+  XXH128_hash_t h = XXH3_128bits_digest(st);
+  XXH3_freeState(st);
+  if (read_error) return absl::DataLossError(absl::StrCat("artifact ", abs, ": read error"));
+  char hex[40];
+  std::snprintf(hex, sizeof(hex), "%016llx%016llx", static_cast<unsigned long long>(h.high64),
+                static_cast<unsigned long long>(h.low64));
+  Node node{Node::Kind::kArtifact, abs, -1, absl::StrCat("xxh3:", hex)};
+  {
+    std::lock_guard<std::mutex> lock(mu_->mu);
+    FW_RETURN_IF_ERROR(db_->InTransaction(TxnMode::kWrite, [&]() -> Status {
+      FW_ASSIGN_OR_RETURN(SqlRows run, db_->Query("SELECT state FROM runs WHERE id = ?", {run_id}));
+      if (run.empty()) return absl::NotFoundError(absl::StrCat("run ", run_id, " is not in the catalog"));
+      FW_RETURN_IF_ERROR(db_->Exec("INSERT INTO artifacts (path, hash, size_bytes, created_ms, run_id) "
+                                   "VALUES (?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
+                                   {abs, node.hash, static_cast<int64_t>(size), NowMs(), run_id}));
+      return db_->Exec(
+          "INSERT INTO edges (run_id, direction, kind, node, version, hash, detail) VALUES (?, 'out', ?, ?, -1, ?, ?)",
+          {run_id, KindName(node.kind), abs, node.hash, json{{"samples", samples}, {"size_bytes", size}}.dump()});
+    }));
+  }
+  return node;
+}
+
+// ---- lineage queries ------------------------------------------------------
+
+Result<LineageGraph> Catalog::Upstream(const Node& start, int max_depth) { return Walk(start, true, max_depth); }
+Result<LineageGraph> Catalog::Downstream(const Node& start, int max_depth) { return Walk(start, false, max_depth); }
+
+Result<LineageGraph> Catalog::Walk(const Node& start, bool upstream, int max_depth) {
+  LineageGraph g;
+  g.start = start;
+  if (start.kind == Node::Kind::kArtifact || start.kind == Node::Kind::kFile) g.start.name = AbsolutePath(start.name);
+  std::lock_guard<std::mutex> lock(mu_->mu);
+  // A table version carries the rows of the versions before it, so walking
+  // up from ns/t@v meets the producers of every version <= v, and walking
+  // down meets the consumers of every version >= v.
+  auto runs_touching = [&](const Node& n) -> Result<std::vector<std::string>> {
+    std::string sql = "SELECT DISTINCT run_id FROM edges WHERE kind = ? AND node = ? AND direction = ?";
+    std::vector<SqlValue> params = {KindName(n.kind), n.name, upstream ? "out" : "in"};
+    if (n.kind == Node::Kind::kDataset && n.version >= 0) {
+      sql += upstream ? " AND version <= ?" : " AND version >= ?";
+      params.push_back(n.version);
+    }
+    if (n.kind != Node::Kind::kDataset && !n.hash.empty()) {
+      sql += " AND hash = ?";
+      params.push_back(n.hash);
+    }
+    FW_ASSIGN_OR_RETURN(SqlRows rows, db_->Query(sql, params));
+    std::vector<std::string> ids;
+    for (const auto& r : rows) ids.push_back(r.Text(0));
+    std::sort(ids.begin(), ids.end());
+    return ids;
+  };
+  std::set<std::string> seen_runs, seen_nodes;
+  std::deque<std::pair<Node, int>> frontier;
+  frontier.emplace_back(g.start, 0);
+  seen_nodes.insert(g.start.ToString() + "#" + g.start.hash);
+  while (!frontier.empty()) {
+    auto [node, depth] = frontier.front();
+    frontier.pop_front();
+    if (depth >= max_depth) continue;
+    FW_ASSIGN_OR_RETURN(std::vector<std::string> ids, runs_touching(node));
+    for (const std::string& id : ids) {
+      if (!seen_runs.insert(id).second) continue;
+      LineageStep step;
+      step.depth = depth + 1;
+      FW_ASSIGN_OR_RETURN(SqlRows rr, db_->Query(absl::StrCat("SELECT ", kRunColumns, " FROM runs WHERE id = ?"), {id}));
+      if (rr.empty()) continue;
+      FW_ASSIGN_OR_RETURN(step.run, RunFromRow(rr[0]));
+      FW_ASSIGN_OR_RETURN(SqlRows er, db_->Query(absl::StrCat("SELECT ", kEdgeColumns,
+                                                              " FROM edges WHERE run_id = ? ORDER BY id"),
+                                                 {id}));
+      for (const auto& r : er) {
+        FW_ASSIGN_OR_RETURN(Edge e, EdgeFromRow(r));
+        (e.input ? step.inputs : step.outputs).push_back(e);
+      }
+      for (const Edge& e : upstream ? step.inputs : step.outputs) {
+        if (seen_nodes.insert(e.node.ToString() + "#" + e.node.hash).second) frontier.emplace_back(e.node, depth + 1);
+      }
+      g.steps.push_back(std::move(step));
+    }
+  }
+  return g;
+}
+
+Result<SampleSet> Catalog::Samples(const Node& artifact) {
+  if (artifact.kind != Node::Kind::kArtifact) {
+    return absl::InvalidArgumentError(absl::StrCat("samples: '", artifact.ToString(), "' is not an artifact"));
+  }
+  const std::string abs = AbsolutePath(artifact.name);
+  std::lock_guard<std::mutex> lock(mu_->mu);
+  std::string sql = "SELECT run_id, hash, detail FROM edges WHERE direction = 'out' AND kind = 'artifact' AND node = ?";
+  std::vector<SqlValue> params = {abs};
+  if (!artifact.hash.empty()) {
+    sql += " AND hash = ?";
+    params.push_back(artifact.hash);
+  }
+  sql += " ORDER BY id DESC LIMIT 1";
+  FW_ASSIGN_OR_RETURN(SqlRows rows, db_->Query(sql, params));
+  if (rows.empty()) return absl::NotFoundError(absl::StrCat("no run logged the artifact ", abs));
+  SampleSet out;
+  out.artifact = Node{Node::Kind::kArtifact, abs, -1, rows[0].Text(1)};
+  out.run_id = rows[0].Text(0);
+  json detail = json::parse(rows[0].Text(2), nullptr, false);
+  if (detail.is_object() && detail.contains("samples") && detail["samples"].is_array()) {
+    for (const auto& s : detail["samples"]) {
+      Edge e;
+      e.run_id = out.run_id;
+      e.input = true;
+      e.node.kind = Node::Kind::kDataset;
+      e.node.name = s.value("dataset", "");
+      e.node.version = s.value("version", int64_t{-1});
+      e.detail_json = s.contains("state") ? s["state"].dump() : "{}";
+      out.sources.push_back(std::move(e));
+    }
+  }
+  return out;
+}
+
+// ---- events ---------------------------------------------------------------
+
+Status Catalog::Emit(const RunInfo& run, const char* event_type, const std::vector<Edge>& edges) {
+  if (sinks_.empty()) return absl::OkStatus();
+  std::map<std::string, DatasetFacts> facts;
+  {
+    std::lock_guard<std::mutex> lock(mu_->mu);
+    for (const Edge& e : edges) {
+      if (e.node.kind != Node::Kind::kDataset) continue;
+      DatasetFacts f;
+      FW_ASSIGN_OR_RETURN(SqlRows d, db_->Query("SELECT uri FROM datasets WHERE name = ?", {e.node.name}));
+      if (!d.empty()) f.uri = d[0].Text(0);
+      FW_ASSIGN_OR_RETURN(SqlRows v, db_->Query("SELECT schema_json FROM dataset_versions WHERE dataset = ? AND "
+                                                "version = ?",
+                                                {e.node.name, e.node.version}));
+      if (!v.empty()) f.schema_json = v[0].Text(0);
+      facts[e.node.ToString()] = std::move(f);
+    }
+  }
+  const std::string event = BuildRunEvent(run, event_type, edges, facts, NowMs());
+  for (const auto& sink : sinks_) {
+    // The catalog is the record; a sink that is down costs the event, not the run.
+    if (Status s = sink->Send(event); !s.ok()) {
+      FW_LOG(WARNING) << "OpenLineage: " << event_type << " event of run " << run.id << " not delivered to "
+                      << sink->Describe() << ": " << s.message();
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace flywheel::catalog

@@ -1,0 +1,208 @@
+// The catalog: what spans tables. Datasets (a name for a table URI) and their
+// versions, jobs and runs with the datasets and artifacts each consumed and
+// produced (lineage), OpenLineage events for every run. Tables stay
+// self-describing and readable without it (DESIGN.md, "Catalog beside the
+// tables"). Schema, naming rules and queries: docs/catalog.md.
+//
+// Storage is a SqlDb: SQLite in the catalog root (one file, WAL) or
+// PostgreSQL. Both get the same versioned schema migrations and run the
+// same code. Any number of processes may use one catalog at once.
+//
+// Thread-safety: a Catalog is safe to share between threads (calls are
+// serialised on one connection); open one per process.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "flywheel/base/status.h"
+
+namespace flywheel::catalog {
+
+class SqlDb;
+class EventSink;
+
+struct CatalogOptions {
+  // Who is acting; empty = the identity from the environment
+  // (FLYWHEEL_USER, else FLYWHEEL_TOKEN_FILE, else the OS user).
+  std::string principal;
+  // Where tables named by dataset ("ns/t") live: <warehouse>/ns/t. Empty =
+  // the catalog root for a directory catalog; a PostgreSQL catalog without
+  // one can only name tables registered by URI.
+  std::string warehouse;
+  // OpenLineage RunEvents are appended to this JSON Lines file. Empty = the
+  // FLYWHEEL_OPENLINEAGE_FILE environment variable, else
+  // <catalog root>/openlineage.jsonl for a directory catalog, else none.
+  std::string openlineage_file;
+  // And POSTed to this endpoint (Marquez-compatible: the base URL, events go
+  // to <url>/api/v1/lineage). Empty = FLYWHEEL_OPENLINEAGE_URL, else none.
+  std::string openlineage_url;
+};
+
+// A node of the lineage graph.
+struct Node {
+  enum class Kind { kDataset, kArtifact, kFile };
+  Kind kind = Kind::kDataset;
+  std::string name;      // dataset "ns/t", artifact path, file path
+  int64_t version = -1;  // dataset version; -1 = any / not versioned
+  std::string hash;      // artifacts: content hash ("xxh3:<hex>")
+
+  // "ns/t@3", "ns/t", "artifact:/ckpt/model.pt", "file:/data/x.parquet".
+  std::string ToString() const;
+  // Parses ToString's forms. A bare path that is not "ns/t[@v]" is refused.
+  static Result<Node> Parse(const std::string& text);
+};
+
+struct DatasetInfo {
+  std::string name;       // "ns/t"
+  std::string ns;         // "ns"
+  std::string uri;        // the table's location
+  int64_t created_ms = 0;
+};
+
+struct DatasetVersion {
+  std::string dataset;
+  int64_t version = 0;
+  int64_t committed_ms = 0;
+  std::string operation;  // append, overwrite, delete, ...
+  int64_t num_rows = 0;
+  std::string schema_json;  // [{"name":..,"type":..}, ...]
+};
+
+enum class RunState { kRunning, kComplete, kFail, kAbort };
+const char* RunStateName(RunState s);
+
+struct RunInfo {
+  std::string id;          // a UUID (also the OpenLineage runId)
+  std::string job;
+  std::string job_type;    // ingest, export, compact, transform, train, rl, ...
+  std::string principal;
+  RunState state = RunState::kRunning;
+  int64_t started_ms = 0;
+  int64_t ended_ms = 0;    // 0 while running
+  std::string params_json; // "{}" when none
+  std::string error;
+};
+
+// One edge between a run and a node: the run consumed (input) or produced
+// (output) it. `detail_json` carries what the edge is about, e.g. a
+// loader's state (seed, epoch, positions consumed) for a training input or
+// the samples behind a checkpoint.
+struct Edge {
+  std::string run_id;
+  bool input = true;
+  Node node;
+  std::string detail_json = "{}";
+};
+
+// One step of a lineage walk: `run` consumed `inputs` and produced `outputs`.
+struct LineageStep {
+  RunInfo run;
+  std::vector<Edge> inputs;
+  std::vector<Edge> outputs;
+  int depth = 0;  // 1 = adjacent to the start node
+};
+
+struct LineageGraph {
+  Node start;
+  std::vector<LineageStep> steps;  // breadth-first, each run once
+};
+
+// The samples that trained an artifact: per input table the loader state at
+// the moment the artifact was logged (its epochs and positions say exactly
+// which rows: docs/catalog.md, "Samples").
+struct SampleSet {
+  Node artifact;
+  std::string run_id;
+  std::vector<Edge> sources;  // input dataset edges with the loader state
+};
+
+class Catalog {
+ public:
+  // `spec`: a directory (the catalog root: catalog.db inside, created if
+  // absent), "sqlite:PATH" (a database file), or a PostgreSQL URI
+  // ("postgresql://..." / "postgres://...") or "pg:<libpq conninfo>".
+  // Applies pending schema migrations.
+  static Result<std::unique_ptr<Catalog>> Open(const std::string& spec, CatalogOptions options = {});
+  // The catalog FLYWHEEL_CATALOG names, or nullptr when it is unset.
+  static Result<std::unique_ptr<Catalog>> FromEnvironment(CatalogOptions options = {});
+  ~Catalog();
+
+  const std::string& principal() const { return principal_; }
+  const std::string& warehouse() const { return options_.warehouse; }
+  std::string_view backend() const;
+  Result<int> SchemaVersion();
+
+  // ---- datasets -------------------------------------------------------
+  // Names are "namespace/table"; each part 1-128 bytes of UTF-8 without
+  // '/', '\\', control characters, and not "." or "..". Quotes, semicolons
+  // and any other characters are fine (every value is bound).
+  static Status ValidateDatasetName(const std::string& name);
+  // Where the table of dataset `name` lives by default: <warehouse>/ns/t.
+  Result<std::string> DefaultLocation(const std::string& name) const;
+  // Registers `name` for the table at `uri` (its namespace too). Registering
+  // the same name and URI again is a no-op; another URI is AlreadyExists.
+  Result<DatasetInfo> RegisterDataset(const std::string& name, const std::string& uri);
+  Result<DatasetInfo> GetDataset(const std::string& name);
+  Result<std::vector<DatasetInfo>> ListDatasets(const std::string& ns = "");
+  // The dataset registered for the table at `uri` (compared as absolute
+  // paths); when there is none it registers one: tables under the
+  // warehouse get their relative path as name, others "external/<last
+  // path part>" (with a numeric suffix when taken).
+  Result<DatasetInfo> ResolveTable(const std::string& uri);
+  // A table version as the catalog mirrors it (idempotent).
+  Status RecordVersion(const DatasetVersion& v);
+  Result<std::vector<DatasetVersion>> Versions(const std::string& dataset);
+
+  // ---- runs and lineage ----------------------------------------------
+  // Starts a run of `job` (created on first use) and emits its START event.
+  Result<RunInfo> StartRun(const std::string& job, const std::string& job_type,
+                           const std::string& params_json = "{}");
+  Status AddEdge(const Edge& edge);
+  // Marks the run finished and emits COMPLETE, FAIL or ABORT with every
+  // input and output recorded for it.
+  Status FinishRun(const std::string& run_id, RunState state, const std::string& error = "");
+  Result<RunInfo> GetRun(const std::string& run_id);
+  Result<std::vector<Edge>> RunEdges(const std::string& run_id);
+  // Hashes the file at `path` and records it as an output of the run;
+  // `samples_json` (a JSON array of {dataset, version, state}) records the
+  // training samples behind it. Returns the artifact node (with its hash).
+  Result<Node> LogArtifact(const std::string& run_id, const std::string& path,
+                           const std::string& samples_json = "[]");
+
+  // Walks from `start` towards its sources (Upstream) or its consumers
+  // (Downstream), at most `max_depth` runs deep. A dataset node without a
+  // version matches every version.
+  Result<LineageGraph> Upstream(const Node& start, int max_depth = 64);
+  Result<LineageGraph> Downstream(const Node& start, int max_depth = 64);
+  // The samples recorded behind an artifact, by path (the newest logging of
+  // that path) or with its hash.
+  Result<SampleSet> Samples(const Node& artifact);
+
+  // For tests and tools: the underlying connection (serialise with the
+  // catalog's own calls yourself).
+  SqlDb* db() { return db_.get(); }
+
+ private:
+  Catalog() = default;
+  Status Migrate();
+  Status Emit(const RunInfo& run, const char* event_type, const std::vector<Edge>& edges);
+  Result<LineageGraph> Walk(const Node& start, bool upstream, int max_depth);
+
+  std::unique_ptr<SqlDb> db_;
+  CatalogOptions options_;
+  std::string root_;  // directory catalogs
+  std::string principal_;
+  std::vector<std::unique_ptr<EventSink>> sinks_;
+  std::unique_ptr<struct CatalogMutex> mu_;
+};
+
+// The acting identity: FLYWHEEL_USER, else the first line of the file
+// FLYWHEEL_TOKEN_FILE names ("user" or "user:secret"), else the OS user.
+Result<std::string> PrincipalFromEnvironment();
+
+}  // namespace flywheel::catalog
