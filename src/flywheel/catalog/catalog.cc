@@ -172,7 +172,51 @@ Status ValidateNamePart(std::string_view part, std::string_view what, const std:
   return absl::OkStatus();
 }
 
+json NodeJson(const Node& n) {
+  json j = {{"kind", n.kind == Node::Kind::kDataset ? "dataset" : n.kind == Node::Kind::kArtifact ? "artifact" : "file"},
+            {"name", n.name},
+            {"id", n.ToString()}};
+  if (n.version >= 0) j["version"] = n.version;
+  if (!n.hash.empty()) j["hash"] = n.hash;
+  return j;
+}
+
+json EdgeJson(const Edge& e) {
+  json j = NodeJson(e.node);
+  json d = json::parse(e.detail_json, nullptr, false);
+  if (d.is_object() && !d.empty()) j["detail"] = d;
+  return j;
+}
+
+json GraphJson(const LineageGraph& g, bool up) {
+  json runs = json::array();
+  for (const auto& s : g.steps) {
+    json r = {{"run_id", s.run.id},           {"job", s.run.job},
+              {"job_type", s.run.job_type},   {"state", RunStateName(s.run.state)},
+              {"principal", s.run.principal}, {"started_ms", s.run.started_ms},
+              {"ended_ms", s.run.ended_ms},   {"depth", s.depth},
+              {"params", json::parse(s.run.params_json, nullptr, false)}};
+    r["inputs"] = json::array();
+    r["outputs"] = json::array();
+    for (const auto& e : s.inputs) r["inputs"].push_back(EdgeJson(e));
+    for (const auto& e : s.outputs) r["outputs"].push_back(EdgeJson(e));
+    runs.push_back(r);
+  }
+  return {{"start", NodeJson(g.start)}, {"direction", up ? "up" : "down"}, {"runs", runs}};
+}
+
 }  // namespace
+
+std::string LineageJson(const LineageGraph& g, bool upstream) { return GraphJson(g, upstream).dump(); }
+
+std::string SampleSetJson(const SampleSet& s) {
+  json sources = json::array();
+  for (const auto& e : s.sources) {
+    sources.push_back({{"dataset", e.node.name}, {"version", e.node.version},
+                       {"detail", json::parse(e.detail_json, nullptr, false)}});
+  }
+  return json{{"artifact", NodeJson(s.artifact)}, {"run_id", s.run_id}, {"sources", sources}}.dump();
+}
 
 const char* RunStateName(RunState s) {
   switch (s) {
@@ -576,20 +620,22 @@ Result<LineageGraph> Catalog::Walk(const Node& start, bool upstream, int max_dep
   // up from ns/t@v meets the producers of every version <= v, and walking
   // down meets the consumers of every version >= v.
   auto runs_touching = [&](const Node& n) -> Result<std::vector<std::string>> {
-    std::string sql = "SELECT DISTINCT run_id FROM edges WHERE kind = ? AND node = ? AND direction = ?";
+    std::string sql =
+        "SELECT DISTINCT e.run_id, r.started_ms FROM edges e JOIN runs r ON r.id = e.run_id "
+        "WHERE e.kind = ? AND e.node = ? AND e.direction = ?";
     std::vector<SqlValue> params = {KindName(n.kind), n.name, upstream ? "out" : "in"};
     if (n.kind == Node::Kind::kDataset && n.version >= 0) {
-      sql += upstream ? " AND version <= ?" : " AND version >= ?";
+      sql += upstream ? " AND e.version <= ?" : " AND e.version >= ?";
       params.push_back(n.version);
     }
     if (n.kind != Node::Kind::kDataset && !n.hash.empty()) {
-      sql += " AND hash = ?";
+      sql += " AND e.hash = ?";
       params.push_back(n.hash);
     }
+    sql += " ORDER BY r.started_ms, e.run_id";
     FW_ASSIGN_OR_RETURN(SqlRows rows, db_->Query(sql, params));
     std::vector<std::string> ids;
     for (const auto& r : rows) ids.push_back(r.Text(0));
-    std::sort(ids.begin(), ids.end());
     return ids;
   };
   std::set<std::string> seen_runs, seen_nodes;

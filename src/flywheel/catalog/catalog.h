@@ -121,6 +121,13 @@ struct SampleSet {
   std::vector<Edge> sources;  // input dataset edges with the loader state
 };
 
+// JSON forms (docs/catalog.md, "JSON"): {"start", "direction", "runs":
+// [{run_id, job, job_type, state, principal, started_ms, ended_ms, depth,
+// params, inputs, outputs}]} and {"artifact", "run_id", "sources": [{dataset,
+// version, detail}]}.
+std::string LineageJson(const LineageGraph& g, bool upstream);
+std::string SampleSetJson(const SampleSet& s);
+
 class Catalog {
  public:
   // `spec`: a directory (the catalog root: catalog.db inside, created if

@@ -25,13 +25,14 @@ namespace {
 namespace fs = std::filesystem;
 using json = nlohmann::json;
 
+// One server for the whole binary, stopped when the process exits.
 testing::PgServer* SharedPg() {
-  static testing::PgServer* server = [] {
+  static std::unique_ptr<testing::PgServer> server = []() -> std::unique_ptr<testing::PgServer> {
     auto s = testing::PgServer::Start();
     EXPECT_TRUE(s.ok()) << s.status();
-    return s.ok() ? s->release() : nullptr;
+    return s.ok() ? std::move(*s) : nullptr;
   }();
-  return server;
+  return server.get();
 }
 
 std::string TempDir(const std::string& tag) {

@@ -204,9 +204,8 @@ std::string RedactConninfo(const std::string& conninfo) {
 // The error of a failed command: `res` is its result, or null when libpq
 // could not even send it.
 Status PgError(PGconn* conn, const PGresult* res) {
-  std::string message =
-      absl::StrCat("postgresql: ", Trimmed(res != nullptr ? PQresultErrorMessage(res)
-                                                          : PQerrorMessage(conn)));
+  std::string message = absl::StrCat(
+      "postgresql: ", Trimmed(res != nullptr ? PQresultErrorMessage(res) : PQerrorMessage(conn)));
   if (res != nullptr && PQresultErrorMessage(res)[0] == '\0') {
     absl::StrAppend(&message, "unexpected result status ", PQresStatus(PQresultStatus(res)));
   }
@@ -278,12 +277,12 @@ class PostgresDb final : public SqlDb {
       Status s = RunTransaction(mode, fn);
       in_transaction_ = false;
       if (s.ok() || !absl::IsAborted(s)) return s;
-      // Full jitter in [backoff/2, backoff] keeps colliding writers apart.
+      // A random sleep in [backoff/2, backoff] keeps colliding writers apart.
       std::uniform_int_distribution<int64_t> jitter(backoff.count() / 2, backoff.count());
       const auto sleep = std::chrono::microseconds(jitter(rng_));
       if (std::chrono::steady_clock::now() + sleep > deadline) {
-        return Annotate(s, absl::StrCat("postgresql: transaction still conflicting after ",
-                                        attempt, " attempts in ", kRetryDeadline.count(), " s"));
+        return Annotate(s, absl::StrCat("postgresql: transaction still conflicting after ", attempt,
+                                        " attempts in ", kRetryDeadline.count(), " s"));
       }
       std::this_thread::sleep_for(sleep);
       backoff = std::min<std::chrono::microseconds>(backoff * 2, kMaxBackoff);
@@ -292,7 +291,8 @@ class PostgresDb final : public SqlDb {
 
   // Called once after connecting.
   Status Configure() {
-    PQsetNoticeProcessor(conn_, [](void*, const char*) {}, nullptr);
+    PQsetNoticeProcessor(
+        conn_, [](void*, const char*) {}, nullptr);
     if (PQsetClientEncoding(conn_, "UTF8") != 0) return PgError(conn_, nullptr);
     return ExecScript("SET client_min_messages = warning");
   }

@@ -32,16 +32,16 @@ namespace {
 
 using internal_catalog::NumberPlaceholders;
 
-#define ASSERT_OK(expr)                              \
-  do {                                               \
-    const ::absl::Status assert_ok_s_ = (expr);      \
-    ASSERT_TRUE(assert_ok_s_.ok()) << assert_ok_s_;  \
+#define ASSERT_OK(expr)                             \
+  do {                                              \
+    const ::absl::Status assert_ok_s_ = (expr);     \
+    ASSERT_TRUE(assert_ok_s_.ok()) << assert_ok_s_; \
   } while (0)
 
-#define ASSERT_OK_AND_ASSIGN(lhs, expr)                        \
-  auto FW_STATUS_CONCAT_(assert_r_, __LINE__) = (expr);        \
-  ASSERT_TRUE(FW_STATUS_CONCAT_(assert_r_, __LINE__).ok())     \
-      << FW_STATUS_CONCAT_(assert_r_, __LINE__).status();      \
+#define ASSERT_OK_AND_ASSIGN(lhs, expr)                    \
+  auto FW_STATUS_CONCAT_(assert_r_, __LINE__) = (expr);    \
+  ASSERT_TRUE(FW_STATUS_CONCAT_(assert_r_, __LINE__).ok()) \
+      << FW_STATUS_CONCAT_(assert_r_, __LINE__).status();  \
   lhs = std::move(FW_STATUS_CONCAT_(assert_r_, __LINE__)).value()
 
 // ---------------------------------------------------------------------------
@@ -158,8 +158,7 @@ TEST(NumberPlaceholdersTest, LeavesCommentsAlone) {
 }
 
 TEST(NumberPlaceholdersTest, LeavesDollarQuotesAndPositionalParametersAlone) {
-  EXPECT_EQ(NumberPlaceholders("DO $$ SELECT '?' $$; SELECT ?"),
-            "DO $$ SELECT '?' $$; SELECT $1");
+  EXPECT_EQ(NumberPlaceholders("DO $$ SELECT '?' $$; SELECT ?"), "DO $$ SELECT '?' $$; SELECT $1");
   EXPECT_EQ(NumberPlaceholders("SELECT $fn$ ? $x$ ? $fn$, ?"), "SELECT $fn$ ? $x$ ? $fn$, $1");
   // `$` inside an identifier and before a digit opens no dollar quote.
   EXPECT_EQ(NumberPlaceholders("SELECT a$b, ?, a$b"), "SELECT a$b, $1, a$b");
@@ -270,11 +269,11 @@ TEST_P(SqlDbTest, RoundTripsEveryValueTypeAsBoundParameters) {
   EXPECT_EQ(rows[r].Int(1), 0);
 
   // Text is stored as characters: the server counts é and 🚀 as one each.
-  ASSERT_OK_AND_ASSIGN(SqlRows len, db_->Query("SELECT length(?)", {std::string("h\u00e9\U0001F680")}));
+  ASSERT_OK_AND_ASSIGN(SqlRows len,
+                       db_->Query("SELECT length(?)", {std::string("h\u00e9\U0001F680")}));
   EXPECT_EQ(len.at(0).Int(0), 3);
   // Values are compared as values: the quote, `?` and `;` did nothing.
-  ASSERT_OK_AND_ASSIGN(SqlRows found,
-                       db_->Query("SELECT id FROM v WHERE s = ?", {texts[3]}));
+  ASSERT_OK_AND_ASSIGN(SqlRows found, db_->Query("SELECT id FROM v WHERE s = ?", {texts[3]}));
   ASSERT_EQ(found.size(), 1u);
   EXPECT_EQ(found[0].Int(0), static_cast<int64_t>(ints.size() + doubles.size() + 4));
   ASSERT_OK_AND_ASSIGN(SqlRows nulls, db_->Query("SELECT count(*) FROM v WHERE s IS NULL"));
@@ -295,22 +294,21 @@ TEST_P(SqlDbTest, PlaceholderInLiteralIdentifierOrCommentIsNotAParameter) {
 }
 
 TEST_P(SqlDbTest, UniqueViolationIsAlreadyExists) {
-  ASSERT_OK(db_->ExecScript(
-      "CREATE TABLE u (id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE)"));
+  ASSERT_OK(db_->ExecScript("CREATE TABLE u (id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE)"));
   ASSERT_OK(db_->Exec("INSERT INTO u (id, name) VALUES (?, ?)", {int64_t{1}, std::string("a")}));
 
-  Status dup_key = db_->Exec("INSERT INTO u (id, name) VALUES (?, ?)",
-                             {int64_t{1}, std::string("b")});
+  Status dup_key =
+      db_->Exec("INSERT INTO u (id, name) VALUES (?, ?)", {int64_t{1}, std::string("b")});
   EXPECT_EQ(dup_key.code(), absl::StatusCode::kAlreadyExists) << dup_key;
   EXPECT_TRUE(absl::StartsWith(dup_key.message(), absl::StrCat(GetParam(), ": "))) << dup_key;
 
-  Status dup_name = db_->Exec("INSERT INTO u (id, name) VALUES (?, ?)",
-                              {int64_t{2}, std::string("a")});
+  Status dup_name =
+      db_->Exec("INSERT INTO u (id, name) VALUES (?, ?)", {int64_t{2}, std::string("a")});
   EXPECT_EQ(dup_name.code(), absl::StatusCode::kAlreadyExists) << dup_name;
 
   // Other constraints are not AlreadyExists.
-  Status null_name = db_->Exec("INSERT INTO u (id, name) VALUES (?, ?)",
-                               {int64_t{3}, std::monostate{}});
+  Status null_name =
+      db_->Exec("INSERT INTO u (id, name) VALUES (?, ?)", {int64_t{3}, std::monostate{}});
   EXPECT_EQ(null_name.code(), absl::StatusCode::kFailedPrecondition) << null_name;
   EXPECT_EQ(Count("u"), 1);
 }
@@ -359,9 +357,8 @@ TEST_P(SqlDbTest, FailedStatementRollsBackTheTransactionAndTheConnectionRecovers
   EXPECT_EQ(s.code(), absl::StatusCode::kAlreadyExists) << s;
   EXPECT_EQ(Count("t"), 0);
   // The next transaction on the same connection works.
-  ASSERT_OK(db_->InTransaction(TxnMode::kWrite, [&] {
-    return db_->Exec("INSERT INTO t (id) VALUES (?)", {int64_t{1}});
-  }));
+  ASSERT_OK(db_->InTransaction(
+      TxnMode::kWrite, [&] { return db_->Exec("INSERT INTO t (id) VALUES (?)", {int64_t{1}}); }));
   EXPECT_EQ(Count("t"), 1);
 }
 
@@ -399,15 +396,14 @@ TEST_P(SqlDbTest, ConcurrentWritersEachCommitEveryRow) {
       SqlDb& db = *conns[w];
       for (int i = 0; i < kRowsEach && results[w].ok(); ++i) {
         results[w] = db.InTransaction(TxnMode::kWrite, [&] {
-          return db.Exec("INSERT INTO w (writer, seq) VALUES (?, ?)",
-                         {int64_t{w}, int64_t{i}});
+          return db.Exec("INSERT INTO w (writer, seq) VALUES (?, ?)", {int64_t{w}, int64_t{i}});
         });
       }
     });
   }
   for (std::thread& t : threads) t.join();
-  for (int w = 0; w < kWriters; ++w) EXPECT_TRUE(results[w].ok()) << "writer " << w << ": "
-                                                                   << results[w];
+  for (int w = 0; w < kWriters; ++w)
+    EXPECT_TRUE(results[w].ok()) << "writer " << w << ": " << results[w];
   EXPECT_EQ(Count("w"), kWriters * kRowsEach);
   ASSERT_OK_AND_ASSIGN(SqlRows per_writer,
                        db_->Query("SELECT writer, count(*), min(seq), max(seq) FROM w "
@@ -453,8 +449,8 @@ TEST_P(SqlDbTest, ExclusiveTransactionsSerializeReadModifyWrite) {
     });
   }
   for (std::thread& th : threads) th.join();
-  for (int t = 0; t < kThreads; ++t) EXPECT_TRUE(results[t].ok()) << "thread " << t << ": "
-                                                                  << results[t];
+  for (int t = 0; t < kThreads; ++t)
+    EXPECT_TRUE(results[t].ok()) << "thread " << t << ": " << results[t];
   ASSERT_OK_AND_ASSIGN(SqlRows rows, db_->Query("SELECT n FROM counter WHERE id = 1"));
   EXPECT_EQ(rows.at(0).Int(0), kThreads * kIncrements);
 }
@@ -467,8 +463,9 @@ TEST_P(SqlDbTest, InsertReturningGivesGeneratedKeys) {
             "name TEXT NOT NULL)"));
   std::vector<int64_t> ids;
   for (const char* name : {"a", "b", "c"}) {
-    ASSERT_OK_AND_ASSIGN(SqlRows rows, db_->Query("INSERT INTO r (name) VALUES (?) RETURNING id, name",
-                                                  {std::string(name)}));
+    ASSERT_OK_AND_ASSIGN(
+        SqlRows rows,
+        db_->Query("INSERT INTO r (name) VALUES (?) RETURNING id, name", {std::string(name)}));
     ASSERT_EQ(rows.size(), 1u);
     EXPECT_EQ(rows[0].Text(1), name);
     ids.push_back(rows[0].Int(0));
@@ -554,8 +551,9 @@ TEST_F(PostgresTest, SerializationFailureIsAbortedAndRetried) {
 // one with deadlock_detected (after deadlock_timeout, 1 s), InTransaction
 // retries it, and both updates land.
 TEST_F(PostgresTest, DeadlockIsAbortedAndRetried) {
-  ASSERT_OK(db_->ExecScript("CREATE TABLE d (id INTEGER PRIMARY KEY, n BIGINT NOT NULL);"
-                            "INSERT INTO d VALUES (1, 0), (2, 0);"));
+  ASSERT_OK(
+      db_->ExecScript("CREATE TABLE d (id INTEGER PRIMARY KEY, n BIGINT NOT NULL);"
+                      "INSERT INTO d VALUES (1, 0), (2, 0);"));
   ASSERT_OK_AND_ASSIGN(std::unique_ptr<SqlDb> a, OpenPostgres(conninfo_));
   ASSERT_OK_AND_ASSIGN(std::unique_ptr<SqlDb> b, OpenPostgres(conninfo_));
   std::promise<void> a_locked, b_locked;
@@ -585,7 +583,10 @@ TEST_F(PostgresTest, DeadlockIsAbortedAndRetried) {
   tb.join();
   ASSERT_OK(status_a);
   ASSERT_OK(status_b);
-  EXPECT_EQ(attempts_a + attempts_b, 3);  // Exactly one was chosen as the victim.
+  // At least one was chosen as the victim and ran again. (A retry can win
+  // the race for its first row against the woken survivor and deadlock
+  // once more, so not exactly one.)
+  EXPECT_GE(attempts_a + attempts_b, 3);
   ASSERT_OK_AND_ASSIGN(SqlRows rows, db_->Query("SELECT n FROM d ORDER BY id"));
   ASSERT_EQ(rows.size(), 2u);
   EXPECT_EQ(rows[0].Int(0), 2);
@@ -594,8 +595,7 @@ TEST_F(PostgresTest, DeadlockIsAbortedAndRetried) {
 
 TEST_F(PostgresTest, NoticesAndWarningsAreNotPrinted) {
   ::testing::internal::CaptureStderr();
-  Status s = db_->Exec(
-      "DO $$ BEGIN RAISE NOTICE 'a notice'; RAISE WARNING 'a warning'; END $$");
+  Status s = db_->Exec("DO $$ BEGIN RAISE NOTICE 'a notice'; RAISE WARNING 'a warning'; END $$");
   const std::string printed = ::testing::internal::GetCapturedStderr();
   ASSERT_OK(s);
   EXPECT_EQ(printed, "");

@@ -3,6 +3,7 @@
 // database lock instead of failing on upgrade.
 #include <sqlite3.h>
 
+#include <charconv>
 #include <chrono>
 #include <random>
 #include <thread>
@@ -78,7 +79,16 @@ class SqliteDb final : public SqlDb {
       SqlRow row;
       row.cells.resize(ncol);
       for (int c = 0; c < ncol; ++c) {
-        if (sqlite3_column_type(stmt, c) == SQLITE_NULL) continue;
+        const int type = sqlite3_column_type(stmt, c);
+        if (type == SQLITE_NULL) continue;
+        if (type == SQLITE_FLOAT) {
+          // Shortest text that reads back as the same double (SQLite's own
+          // text form keeps only 15 digits).
+          char num[32];
+          auto res = std::to_chars(num, num + sizeof(num), sqlite3_column_double(stmt, c));
+          row.cells[c].emplace(num, res.ptr);
+          continue;
+        }
         const auto* text = reinterpret_cast<const char*>(sqlite3_column_text(stmt, c));
         row.cells[c].emplace(text, static_cast<size_t>(sqlite3_column_bytes(stmt, c)));
       }

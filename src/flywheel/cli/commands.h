@@ -14,6 +14,8 @@ void AddReplayCommands(CLI::App& app, int* exit_code);
 // `flywheel ingest` and `flywheel export` (ingest_commands.cc).
 void AddIngestCommands(CLI::App& app, int* exit_code);
 void AddExportCommand(CLI::App& app, int* exit_code);
+// `flywheel lineage ...` and `flywheel catalog ...` (catalog_commands.cc).
+void AddCatalogCommands(CLI::App& app, int* exit_code);
 // `flywheel run CONFIG.toml` (run_command.cc).
 void AddRunCommand(CLI::App& app, int* exit_code);
 

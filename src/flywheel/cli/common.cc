@@ -5,6 +5,7 @@
 #include <cstdlib>
 
 #include "absl/strings/str_cat.h"
+#include "flywheel/base/logging.h"
 
 namespace flywheel::cli {
 
@@ -35,6 +36,51 @@ Result<int64_t> ParseDurationMs(const std::string& text) {
   else return absl::InvalidArgumentError(absl::StrCat("bad duration '", text, "' (use e.g. 30s, 10m, 2h, 7d)"));
   if (v < 0) return absl::InvalidArgumentError(absl::StrCat("negative duration '", text, "'"));
   return static_cast<int64_t>(v * mult);
+}
+
+namespace {
+std::string g_catalog_spec;
+bool g_catalog_opened = false;
+std::unique_ptr<catalog::Catalog> g_catalog;
+}  // namespace
+
+void SetCatalogSpec(const std::string& spec) { g_catalog_spec = spec; }
+
+Result<catalog::Catalog*> CliCatalog() {
+  if (!g_catalog_opened) {
+    g_catalog_opened = true;
+    if (!g_catalog_spec.empty()) {
+      FW_ASSIGN_OR_RETURN(g_catalog, catalog::Catalog::Open(g_catalog_spec));
+    } else {
+      FW_ASSIGN_OR_RETURN(g_catalog, catalog::Catalog::FromEnvironment());
+    }
+  }
+  return g_catalog.get();
+}
+
+Result<std::string> TableArgument(const std::string& arg, bool for_create) {
+  FW_ASSIGN_OR_RETURN(catalog::Catalog * c, CliCatalog());
+  return catalog::ResolveTableArgument(c, arg, for_create);
+}
+
+void RecordTableWrite(const std::string& job_type, const table::Table& after, int64_t before,
+                      const std::string& params_json) {
+  auto c = CliCatalog();
+  if (!c.ok() || *c == nullptr) return;
+  Status s = [&]() -> Status {
+    FW_ASSIGN_OR_RETURN(catalog::Node out, catalog::MirrorVersion(**c, after));
+    FW_ASSIGN_OR_RETURN(auto run, catalog::RunScope::Start(*c, absl::StrCat(job_type, ":", out.name), job_type,
+                                                           params_json));
+    if (before >= 1) {
+      FW_ASSIGN_OR_RETURN(auto prev, after.Checkout(before));
+      FW_RETURN_IF_ERROR(run->Input(*prev));
+    }
+    FW_RETURN_IF_ERROR(run->Output(after));
+    return run->Finish(absl::OkStatus());
+  }();
+  if (!s.ok()) {
+    FW_LOG(WARNING) << "catalog: recording the " << job_type << " of " << after.uri() << ": " << s.message();
+  }
 }
 
 }  // namespace flywheel::cli

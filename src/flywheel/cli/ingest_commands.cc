@@ -14,6 +14,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
+#include <nlohmann/json.hpp>
+
 #include "flywheel/cli/commands.h"
 #include "flywheel/cli/common.h"
 #include "flywheel/interop/export.h"
@@ -54,6 +56,27 @@ std::string ProgressLine(const interop::IngestProgress& p) {
   return buf;
 }
 
+// The ingest as a catalog run: each ingested source file in, each committed
+// version out; FAIL with the error when the ingest failed.
+Status RecordIngest(catalog::RunScope& run, const std::string& table_uri, const Result<interop::IngestResult>& r) {
+  if (!run.recording()) return absl::OkStatus();
+  if (!r.ok()) return run.Finish(r.status());
+  for (const auto& src : r->sources) {
+    if (!src.error.empty()) continue;
+    nlohmann::json d = {{"format", src.format}, {"size_bytes", src.size}, {"rows", src.rows},
+                        {"xxh3_64", src.checksum}};
+    FW_RETURN_IF_ERROR(run.InputFile(src.path, d.dump()));
+  }
+  if (!r->versions.empty()) {
+    FW_ASSIGN_OR_RETURN(auto t, table::Table::Open(table_uri));
+    for (int64_t v : r->versions) {
+      FW_ASSIGN_OR_RETURN(auto at, t->Checkout(v));
+      FW_RETURN_IF_ERROR(run.Output(*at));
+    }
+  }
+  return run.Finish(absl::OkStatus());
+}
+
 }  // namespace
 
 void AddIngestCommands(CLI::App& app, int* rc) {
@@ -73,6 +96,8 @@ void AddIngestCommands(CLI::App& app, int* rc) {
   auto delimiter = std::make_shared<std::string>(",");
   auto no_header = std::make_shared<bool>(false);
   auto quiet = std::make_shared<bool>(false);
+  auto job = std::make_shared<std::string>();
+  cmd->add_option("--job", *job, "Job name of the catalog run (default: ingest:TABLE)");
   cmd->add_option("SRC... TABLE", *args,
                   "Source files, directories or glob patterns (quote them), then the table directory")
       ->required()
@@ -97,7 +122,9 @@ void AddIngestCommands(CLI::App& app, int* rc) {
   cmd->callback([=] {
     interop::IngestOptions o;
     o.sources.assign(args->begin(), args->end() - 1);
-    o.table = args->back();
+    auto where = TableArgument(args->back(), /*for_create=*/true);
+    if (!where.ok()) return void(*rc = Fail(where.status()));
+    o.table = *where;
     auto f = interop::ParseSourceFormat(*format);
     if (!f.ok()) return void(*rc = Fail(f.status()));
     o.format = *f;
@@ -157,10 +184,16 @@ void AddIngestCommands(CLI::App& app, int* rc) {
     sigemptyset(&sa.sa_mask);
     sigaction(SIGINT, &sa, &old_int);
     sigaction(SIGTERM, &sa, &old_term);
+    auto cat = CliCatalog();
+    if (!cat.ok()) return void(*rc = Fail(cat.status()));
+    nlohmann::json params = {{"command", o.command_line}, {"format", *format}, {"on_error", *on_error}};
+    auto run = catalog::RunScope::Start(*cat, job->empty() ? "ingest:" + args->back() : *job, "ingest", params.dump());
+    if (!run.ok()) return void(*rc = Fail(run.status()));
     auto r = interop::Ingest(o);
     sigaction(SIGINT, &old_int, nullptr);
     sigaction(SIGTERM, &old_term, nullptr);
     if (tty && !*quiet) std::fprintf(stderr, "\n");
+    if (Status rec = RecordIngest(**run, o.table, r); !rec.ok()) return void(*rc = Fail(rec));
     if (!r.ok()) return void(*rc = Fail(r.status()));
     std::printf("ingested %lld rows from %zu sources into %s in %.2f s", static_cast<long long>(r->rows),
                 r->sources.size() - static_cast<size_t>(r->files_failed), o.table.c_str(), r->seconds);
@@ -182,8 +215,17 @@ namespace {
 
 // TABLE, TABLE@VERSION or TABLE@TAG (the part after the last '@' when the
 // part before it is a directory).
-Result<std::shared_ptr<table::Table>> OpenTableRef(const std::string& ref) {
+Result<std::shared_ptr<table::Table>> OpenTableRef(const std::string& ref_arg) {
+  std::string ref = ref_arg;
   std::string path = ref;
+  // A dataset name (with an optional @VERSION/@TAG) when a catalog knows it.
+  {
+    const size_t at = ref.rfind('@');
+    FW_ASSIGN_OR_RETURN(std::string base, TableArgument(at == std::string::npos ? ref : ref.substr(0, at)));
+    if (at != std::string::npos) ref = base + ref.substr(at);
+    else ref = base;
+    path = ref;
+  }
   table::OpenOptions o;
   const size_t at = ref.rfind('@');
   std::error_code ec;
@@ -228,8 +270,17 @@ void AddExportCommand(CLI::App& app, int* rc) {
     if (!c.ok()) return void(*rc = Fail(Annotate(c.status(), "--codec")));
     o.writer.codec = *c;
     if (*no_dict) o.writer.dictionary_bytes = 0;
+    auto cat = CliCatalog();
+    if (!cat.ok()) return void(*rc = Fail(cat.status()));
+    auto run = catalog::RunScope::Start(*cat, "export:" + *ref, "export",
+                                        nlohmann::json{{"codec", *codec}, {"columns", *columns}}.dump());
+    if (!run.ok()) return void(*rc = Fail(run.status()));
+    Status rec = (*run)->Input(**t);
     auto n = interop::ExportParquet(**t, *out, o);
+    if (rec.ok() && n.ok()) rec = (*run)->OutputFile(*out, nlohmann::json{{"rows", *n}}.dump());
+    if (rec.ok()) rec = (*run)->Finish(n.status());
     if (!n.ok()) return void(*rc = Fail(n.status()));
+    if (!rec.ok()) return void(*rc = Fail(Annotate(rec, "recording the export in the catalog")));
     std::printf("exported %lld rows of %s (version %lld) to %s\n", static_cast<long long>(*n),
                 (*t)->uri().c_str(), static_cast<long long>((*t)->version()), out->c_str());
   });

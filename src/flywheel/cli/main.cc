@@ -3,15 +3,22 @@
 #include <cstdio>
 
 #include "flywheel/cli/commands.h"
+#include "flywheel/cli/common.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"flywheel: versioned training data, fast loading and RL experience replay"};
   app.require_subcommand(1);
   app.set_version_flag("--version", "flywheel 0.1.0");
   int exit_code = 0;
+  std::string catalog;
+  app.add_option("--catalog", catalog,
+                 "Catalog that records lineage and names datasets: a directory (SQLite) or\n"
+                 "postgresql://... (default: $FLYWHEEL_CATALOG; none = nothing recorded)");
+  app.parse_complete_callback([&] { flywheel::cli::SetCatalogSpec(catalog); });
   flywheel::cli::AddTableCommands(app, &exit_code);
   flywheel::cli::AddIngestCommands(app, &exit_code);
   flywheel::cli::AddExportCommand(app, &exit_code);
+  flywheel::cli::AddCatalogCommands(app, &exit_code);
 #ifdef FLYWHEEL_HAVE_REPLAY_SERVICE
   flywheel::cli::AddReplayCommands(app, &exit_code);
   flywheel::cli::AddRunCommand(app, &exit_code);

@@ -28,7 +28,13 @@ Result<std::shared_ptr<Table>> OpenTable(const Common& c) {
   table::OpenOptions o;
   if (c.version >= 0) o.version = c.version;
   if (!c.tag.empty()) o.tag = c.tag;
-  return Table::Open(c.path, o);
+  FW_ASSIGN_OR_RETURN(std::string path, TableArgument(c.path));
+  return Table::Open(path, o);
+}
+
+Result<std::shared_ptr<Table>> OpenNamedTable(const std::string& arg) {
+  FW_ASSIGN_OR_RETURN(std::string path, TableArgument(arg));
+  return Table::Open(path);
 }
 
 std::string FormatTime(int64_t ms) {
@@ -100,8 +106,11 @@ void AddTableCommands(CLI::App& app, int* rc) {
       table::TableOptions to;
       to.shard.codec = *c;
       if (*page_size > 0) to.shard.page_size = static_cast<size_t>(*page_size);
-      auto t = Table::Create(*path, *s, to);
+      auto where = TableArgument(*path, /*for_create=*/true);
+      if (!where.ok()) return void(*rc = Fail(where.status()));
+      auto t = Table::Create(*where, *s, to);
       if (!t.ok()) return void(*rc = Fail(t.status()));
+      RecordTableWrite("create", **t, 0);
       std::printf("created %s (version 1): %s\n", path->c_str(), s->ToString().c_str());
     });
   }
@@ -116,7 +125,7 @@ void AddTableCommands(CLI::App& app, int* rc) {
     cmd->add_option("--jsonl", *input, "JSON lines file, or - for standard input")->capture_default_str();
     cmd->add_option("--property", *props, "KEY=VALUE recorded with the commit (repeatable)");
     cmd->callback([=] {
-      auto t = Table::Open(*path);
+      auto t = OpenNamedTable(*path);
       if (!t.ok()) return void(*rc = Fail(t.status()));
       std::ifstream file;
       std::istream* in = &std::cin;
@@ -129,8 +138,10 @@ void AddTableCommands(CLI::App& app, int* rc) {
       if (!batch.ok()) return void(*rc = Fail(batch.status()));
       auto p = ParseProperties(*props);
       if (!p.ok()) return void(*rc = Fail(p.status()));
+      const int64_t before = (*t)->version();
       Status s = (*t)->Append(*batch, table::CommitOptions{*p});
       if (!s.ok()) return void(*rc = Fail(s));
+      RecordTableWrite("append", **t, before);
       std::printf("appended %lld rows to %s: version %lld, %lld rows\n",
                   static_cast<long long>(batch->num_rows), path->c_str(),
                   static_cast<long long>((*t)->version()), static_cast<long long>((*t)->num_rows()));
@@ -229,7 +240,7 @@ void AddTableCommands(CLI::App& app, int* rc) {
     auto path = std::make_shared<std::string>();
     cmd->add_option("path", *path, "Table directory")->required();
     cmd->callback([=] {
-      auto t = Table::Open(*path);
+      auto t = OpenNamedTable(*path);
       if (!t.ok()) return void(*rc = Fail(t.status()));
       auto versions = (*t)->Versions();
       if (!versions.ok()) return void(*rc = Fail(versions.status()));
@@ -263,7 +274,7 @@ void AddTableCommands(CLI::App& app, int* rc) {
     cmd->add_option("--version", *version, "Version to tag (default: latest)");
     cmd->add_flag("-d,--delete", *del, "Remove the tag instead");
     cmd->callback([=] {
-      auto t = Table::Open(*path);
+      auto t = OpenNamedTable(*path);
       if (!t.ok()) return void(*rc = Fail(t.status()));
       if (*del) {
         Status s = (*t)->Untag(*name);
@@ -292,9 +303,10 @@ void AddTableCommands(CLI::App& app, int* rc) {
       if (where->empty() && rows->empty()) {
         return void(*rc = Fail(absl::InvalidArgumentError("give --where or --rows")));
       }
-      auto t = Table::Open(*path);
+      auto t = OpenNamedTable(*path);
       if (!t.ok()) return void(*rc = Fail(t.status()));
       int64_t n = 0;
+      const int64_t before = (*t)->version();
       if (!where->empty()) {
         auto p = table::Predicate::Parse(*where);
         if (!p.ok()) return void(*rc = Fail(p.status()));
@@ -306,6 +318,7 @@ void AddTableCommands(CLI::App& app, int* rc) {
         if (!s.ok()) return void(*rc = Fail(s));
         n = static_cast<int64_t>(rows->size());
       }
+      RecordTableWrite("delete", **t, before);
       std::printf("deleted %lld rows: version %lld, %lld rows\n", static_cast<long long>(n),
                   static_cast<long long>((*t)->version()), static_cast<long long>((*t)->num_rows()));
     });
@@ -326,10 +339,12 @@ void AddTableCommands(CLI::App& app, int* rc) {
       if (s->fields.size() != 1) return void(*rc = Fail(absl::InvalidArgumentError("give exactly one column")));
       format::Field f = s->fields[0];
       f.default_json = *def;
-      auto t = Table::Open(*path);
+      auto t = OpenNamedTable(*path);
       if (!t.ok()) return void(*rc = Fail(t.status()));
+      const int64_t before = (*t)->version();
       Status st = (*t)->AddColumn(f);
       if (!st.ok()) return void(*rc = Fail(st));
+      RecordTableWrite("add_column", **t, before);
       std::printf("added column %s: version %lld\n", f.name.c_str(), static_cast<long long>((*t)->version()));
     });
   }
@@ -344,10 +359,12 @@ void AddTableCommands(CLI::App& app, int* rc) {
     cmd->add_option("--max-deleted-fraction", opts->max_deleted_fraction,
                     "Rewrite fragments with at least this fraction deleted")->capture_default_str();
     cmd->callback([=] {
-      auto t = Table::Open(*path);
+      auto t = OpenNamedTable(*path);
       if (!t.ok()) return void(*rc = Fail(t.status()));
+      const int64_t before = (*t)->version();
       auto n = (*t)->Compact(*opts);
       if (!n.ok()) return void(*rc = Fail(n.status()));
+      if ((*t)->version() != before) RecordTableWrite("compact", **t, before);
       if (*n == 0) std::printf("nothing to compact (version %lld)\n", static_cast<long long>((*t)->version()));
       else std::printf("compacted %lld fragments into %zu: version %lld\n", static_cast<long long>(*n),
                        (*t)->manifest().fragments.size(), static_cast<long long>((*t)->version()));
@@ -364,7 +381,7 @@ void AddTableCommands(CLI::App& app, int* rc) {
     cmd->add_option("--keep-last", *keep, "Keep at least this many newest versions")->capture_default_str();
     cmd->add_option("--older-than", *older, "Only expire versions older than this (30s, 10m, 2h, 7d)");
     cmd->callback([=] {
-      auto t = Table::Open(*path);
+      auto t = OpenNamedTable(*path);
       if (!t.ok()) return void(*rc = Fail(t.status()));
       table::ExpireOptions o;
       o.keep_last = *keep;
@@ -393,7 +410,7 @@ void AddTableCommands(CLI::App& app, int* rc) {
     cmd->callback([=] {
       auto ms = ParseDurationMs(*grace);
       if (!ms.ok()) return void(*rc = Fail(ms.status()));
-      auto t = Table::Open(*path);
+      auto t = OpenNamedTable(*path);
       if (!t.ok()) return void(*rc = Fail(t.status()));
       auto r = (*t)->Vacuum(table::VacuumOptions{*ms, *dry});
       if (!r.ok()) return void(*rc = Fail(r.status()));

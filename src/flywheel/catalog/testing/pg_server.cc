@@ -16,7 +16,8 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
-#include <sstream>
+#include <map>
+#include <mutex>
 #include <string>
 #include <system_error>
 #include <thread>
@@ -159,6 +160,116 @@ Status RunStep(const std::vector<std::string>& argv, const std::string& user,
   return absl::InternalError(message);
 }
 
+// The watchdog of each running server, by directory: the write end of the
+// pipe it waits on and its pid. (PgServer's header has no room for them.)
+struct Watchdog {
+  int fd;
+  pid_t pid;
+};
+std::mutex watchdogs_mu;
+std::map<std::string, Watchdog>& Watchdogs() {
+  static auto* const watchdogs = new std::map<std::string, Watchdog>;
+  return *watchdogs;
+}
+
+// Forks a process that removes the server if this process ends without
+// running ~PgServer (a crash, a kill, exit() with the server leaked): it
+// waits for EOF on a pipe only this process holds the write end of, then
+// stops the server and deletes `dir`. ~PgServer, having done that itself,
+// writes a byte instead, and the watchdog exits without touching anything.
+// The watchdog sits in its own process group with interrupts ignored, so a
+// Ctrl-C or a test runner's kill of the group cannot stop it first.
+Status StartWatchdog(const std::string& bin, const std::string& user, const std::string& dir) {
+  uid_t uid = 0;
+  gid_t gid = 0;
+  if (!user.empty()) {
+    const passwd* pw = getpwnam(user.c_str());
+    if (pw == nullptr) return absl::NotFoundError(absl::StrCat("no user account ", user));
+    uid = pw->pw_uid;
+    gid = pw->pw_gid;
+  }
+  // Everything the child needs is prepared here (see Run).
+  const std::string pid_file = dir + "/data/postmaster.pid";
+  const std::vector<std::string> stop_argv = {
+      bin + "/pg_ctl", "stop", "-w", "-t", "60", "-m", "immediate", "-D", dir + "/data"};
+  const std::vector<std::string> rm_argv = {"/bin/rm", "-rf", "--", dir};
+  std::vector<char*> stop_args, rm_args;
+  for (const std::string& a : stop_argv) stop_args.push_back(const_cast<char*>(a.c_str()));
+  stop_args.push_back(nullptr);
+  for (const std::string& a : rm_argv) rm_args.push_back(const_cast<char*>(a.c_str()));
+  rm_args.push_back(nullptr);
+  int fds[2];
+  if (pipe2(fds, O_CLOEXEC) != 0) {
+    return absl::InternalError(absl::StrCat("pipe2: ", ErrnoText(errno)));
+  }
+  const pid_t pid = fork();
+  if (pid < 0) {
+    const int err = errno;
+    close(fds[0]);
+    close(fds[1]);
+    return absl::InternalError(absl::StrCat("fork: ", ErrnoText(err)));
+  }
+  if (pid == 0) {
+    setpgid(0, 0);
+    struct sigaction ignore {};
+    ignore.sa_handler = SIG_IGN;
+    for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGPIPE}) sigaction(sig, &ignore, nullptr);
+    // The pipe becomes stdin; nothing else of the parent's stays open (its
+    // stdout may be a test runner's pipe, waiting for EOF).
+    const int devnull = open("/dev/null", O_RDWR);
+    if (dup2(fds[0], 0) < 0 || devnull < 0 || dup2(devnull, 1) < 0 || dup2(devnull, 2) < 0) {
+      _exit(1);
+    }
+    close_range(3, ~0U, 0);
+    char byte;
+    ssize_t n;
+    while ((n = read(0, &byte, 1)) < 0 && errno == EINTR) {
+    }
+    if (n == 1) _exit(0);  // ~PgServer cleaned up.
+    if (access(pid_file.c_str(), F_OK) == 0) {
+      const pid_t stop = fork();
+      if (stop == 0) {
+        if (!user.empty() && (setgroups(0, nullptr) != 0 || setgid(gid) != 0 || setuid(uid) != 0)) {
+          _exit(126);
+        }
+        if (chdir("/") != 0) _exit(126);
+        execv(stop_args[0], stop_args.data());
+        _exit(127);
+      }
+      if (stop > 0) waitpid(stop, nullptr, 0);
+    }
+    const pid_t rm = fork();
+    if (rm == 0) {
+      execv(rm_args[0], rm_args.data());
+      _exit(127);
+    }
+    if (rm > 0) waitpid(rm, nullptr, 0);
+    _exit(0);
+  }
+  close(fds[0]);
+  std::lock_guard<std::mutex> lock(watchdogs_mu);
+  Watchdogs()[dir] = Watchdog{fds[1], pid};
+  return absl::OkStatus();
+}
+
+// Tells the watchdog of `dir` that the server is gone and reaps it.
+void StopWatchdog(const std::string& dir) {
+  Watchdog w;
+  {
+    std::lock_guard<std::mutex> lock(watchdogs_mu);
+    auto it = Watchdogs().find(dir);
+    if (it == Watchdogs().end()) return;
+    w = it->second;
+    Watchdogs().erase(it);
+  }
+  const char done = 1;
+  while (write(w.fd, &done, 1) < 0 && errno == EINTR) {
+  }
+  close(w.fd);
+  while (waitpid(w.pid, nullptr, 0) < 0 && errno == EINTR) {
+  }
+}
+
 bool ValidDatabaseName(const std::string& db) {
   return !db.empty() && db.size() <= 63 && std::all_of(db.begin(), db.end(), [](char c) {
     return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_';
@@ -189,11 +300,12 @@ Result<std::unique_ptr<PgServer>> PgServer::Start() {
           "running as root, and there is no `postgres` account to run the server as");
     }
     if (chown(dir.c_str(), pw->pw_uid, pw->pw_gid) != 0) {
-      return absl::InternalError(
-          absl::StrCat("chown ", dir, " to postgres: ", ErrnoText(errno)));
+      return absl::InternalError(absl::StrCat("chown ", dir, " to postgres: ", ErrnoText(errno)));
     }
     server->user_ = "postgres";
   }
+  FW_RETURN_IF_ERROR_CTX(StartWatchdog(server->bin_, server->user_, dir),
+                         "starting a test PostgreSQL server in ", dir);
 
   const std::string data = dir + "/data";
   const std::string log = dir + "/log";
@@ -205,11 +317,10 @@ Result<std::unique_ptr<PgServer>> PgServer::Start() {
                          "starting a test PostgreSQL server in ", dir);
   // The socket lives in our own directory, so the standard port cannot
   // collide with another server; listen_addresses='' turns TCP off.
-  const std::string options = absl::StrCat("-c listen_addresses='' -k ", dir, " -p ",
-                                           server->port_,
+  const std::string options = absl::StrCat("-c listen_addresses='' -k ", dir, " -p ", server->port_,
                                            " -c fsync=off -c max_connections=50");
-  FW_RETURN_IF_ERROR_CTX(RunStep({server->bin_ + "/pg_ctl", "-w", "-t", "60", "-D", data, "-l",
-                                  log, "-o", options, "start"},
+  FW_RETURN_IF_ERROR_CTX(RunStep({server->bin_ + "/pg_ctl", "-w", "-t", "60", "-D", data, "-l", log,
+                                  "-o", options, "start"},
                                  server->user_, dir, log),
                          "starting a test PostgreSQL server in ", dir);
   return server;
@@ -225,6 +336,7 @@ PgServer::~PgServer() {
   }
   std::error_code ec;
   fs::remove_all(dir_, ec);
+  StopWatchdog(dir_);
 }
 
 Result<std::string> PgServer::CreateDatabase(const std::string& db) {

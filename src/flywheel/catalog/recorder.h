@@ -1,0 +1,59 @@
+// Recording table operations as catalog runs: each command or API call that
+// reads or writes tables wraps its work in a RunScope, which starts a run,
+// records the table versions (mirrored into the catalog) and files it
+// consumed and produced, and finishes the run COMPLETE, FAIL or (when it is
+// dropped unfinished) ABORT. With no catalog configured every call is a no-op,
+// so callers need no branches. docs/catalog.md, "What records lineage".
+//
+// Thread-safety: a RunScope belongs to one thread.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "flywheel/catalog/catalog.h"
+#include "flywheel/table/table.h"
+
+namespace flywheel::catalog {
+
+// The dataset name of `t` (registered on first sight) with `t`'s version
+// recorded in the catalog; the node names that version.
+Result<Node> MirrorVersion(Catalog& catalog, const table::Table& t);
+
+// "[{"name":"x","type":"int64","nullable":false}, ...]" for a table schema.
+std::string SchemaJson(const format::Schema& schema);
+
+// Where a table argument points: a dataset name registered in `catalog` is
+// its URI; otherwise the argument is a path. With `for_create` and a
+// catalog, a valid dataset name that is neither registered nor an existing
+// directory is placed in the warehouse (DefaultLocation). Without a catalog
+// the argument is returned unchanged.
+Result<std::string> ResolveTableArgument(Catalog* catalog, const std::string& arg, bool for_create);
+
+class RunScope {
+ public:
+  // `catalog` may be null (nothing is recorded).
+  static Result<std::unique_ptr<RunScope>> Start(Catalog* catalog, const std::string& job,
+                                                 const std::string& job_type,
+                                                 const std::string& params_json = "{}");
+  ~RunScope();  // an unfinished run is finished ABORT
+
+  Status Input(const table::Table& t, const std::string& detail_json = "{}");
+  Status Output(const table::Table& t, const std::string& detail_json = "{}");
+  Status InputFile(const std::string& path, const std::string& detail_json = "{}");
+  Status OutputFile(const std::string& path, const std::string& detail_json = "{}");
+  // COMPLETE when `outcome` is OK, else FAIL with its message.
+  Status Finish(const Status& outcome);
+
+  const std::string& run_id() const { return run_id_; }
+  bool recording() const { return catalog_ != nullptr; }
+
+ private:
+  RunScope() = default;
+  Status Add(bool input, const Node& node, const std::string& detail_json);
+  Catalog* catalog_ = nullptr;
+  std::string run_id_;
+  bool finished_ = false;
+};
+
+}  // namespace flywheel::catalog

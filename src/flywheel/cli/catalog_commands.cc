@@ -1,0 +1,255 @@
+// `flywheel lineage up|down|samples` and `flywheel catalog datasets|runs|register`
+// (docs/catalog.md).
+#include <cstdio>
+#include <ctime>
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "flywheel/catalog/catalog.h"
+#include "flywheel/cli/commands.h"
+#include "flywheel/cli/common.h"
+
+namespace flywheel::cli {
+namespace {
+
+using catalog::Catalog;
+using catalog::Edge;
+using catalog::LineageGraph;
+using catalog::Node;
+using json = nlohmann::json;
+
+Result<Catalog*> RequireCatalog() {
+  FW_ASSIGN_OR_RETURN(Catalog * c, CliCatalog());
+  if (c == nullptr) {
+    return absl::FailedPreconditionError("no catalog: pass --catalog DIR|postgresql://... or set FLYWHEEL_CATALOG");
+  }
+  return c;
+}
+
+std::string Time(int64_t ms) {
+  if (ms <= 0) return "-";
+  std::time_t t = static_cast<std::time_t>(ms / 1000);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof(buf), "%Y-%m-%d %H:%M:%S", &tm);
+  return buf;
+}
+
+std::string DotQuote(const std::string& s) {
+  std::string out = "\"";
+  for (char c : s) {
+    if (c == '"') out += '\\';
+    out += c;
+  }
+  return out + "\"";
+}
+
+void PrintDot(const LineageGraph& g) {
+  std::printf("digraph lineage {\n  rankdir=LR;\n  node [fontname=\"Helvetica\"];\n");
+  std::set<std::string> nodes;
+  auto node = [&](const Node& n) {
+    std::string id = n.ToString();
+    if (nodes.insert(id).second) {
+      const char* shape = n.kind == Node::Kind::kDataset ? "cylinder" : n.kind == Node::Kind::kArtifact ? "note" : "folder";
+      std::printf("  %s [shape=%s];\n", DotQuote(id).c_str(), shape);
+    }
+    return DotQuote(id);
+  };
+  node(g.start);
+  for (const auto& s : g.steps) {
+    std::string run = DotQuote("run:" + s.run.id);
+    std::printf("  %s [shape=box, style=rounded, label=%s];\n", run.c_str(),
+                DotQuote(s.run.job + "\\n" + s.run.job_type + " " + catalog::RunStateName(s.run.state)).c_str());
+    for (const auto& e : s.inputs) std::printf("  %s -> %s;\n", node(e.node).c_str(), run.c_str());
+    for (const auto& e : s.outputs) std::printf("  %s -> %s;\n", run.c_str(), node(e.node).c_str());
+  }
+  std::printf("}\n");
+}
+
+// One line about what a training input read: the loader's seed, order and
+// the positions of each epoch from its start state to its state.
+std::string DescribeSamples(const json& d) {
+  if (!d.is_object()) return "";
+  const json& st = d.contains("state") && d["state"].is_object() ? d["state"] : d;
+  if (!st.contains("epoch") || !st.contains("consumed")) return "";
+  std::string order = "sequential";
+  if (st.contains("order") && st["order"].value("shuffle", false)) order = st["order"].value("mode", "row") + " shuffle";
+  int64_t e1 = st.value("epoch", int64_t{0}), c1 = st.value("consumed", int64_t{0});
+  int64_t e0 = 0, c0 = 0;
+  if (d.contains("start") && d["start"].is_object()) {
+    e0 = d["start"].value("epoch", int64_t{0});
+    c0 = d["start"].value("consumed", int64_t{0});
+  }
+  std::string out = absl::StrCat("seed ", st.value("seed", uint64_t{0}), ", ", order, ": ");
+  if (e0 == e1) {
+    absl::StrAppend(&out, "epoch ", e1, " positions [", c0, ", ", c1, ")");
+  } else {
+    absl::StrAppend(&out, "epoch ", e0, " positions [", c0, ", end)");
+    if (e1 - e0 > 1) absl::StrAppend(&out, ", epochs ", e0 + 1, "-", e1 - 1, " complete");
+    absl::StrAppend(&out, ", epoch ", e1, " positions [0, ", c1, ")");
+  }
+  if (st.contains("mixture") && st["mixture"].is_object()) absl::StrAppend(&out, " (mixture; see --json)");
+  return out;
+}
+
+void PrintText(const LineageGraph& g, bool up) {
+  std::printf("%s %s%s\n", up ? "upstream of" : "downstream of", g.start.ToString().c_str(),
+              g.start.hash.empty() ? "" : (" (" + g.start.hash + ")").c_str());
+  if (g.steps.empty()) std::printf("  (no runs recorded)\n");
+  for (const auto& s : g.steps) {
+    std::string pad(2 * s.depth, ' ');
+    std::printf("%s%s [%s] %s run %s by %s at %s\n", pad.c_str(), s.run.job.c_str(), s.run.job_type.c_str(),
+                catalog::RunStateName(s.run.state), s.run.id.c_str(), s.run.principal.c_str(),
+                Time(s.run.started_ms).c_str());
+    for (const auto* list : {&s.inputs, &s.outputs}) {
+      for (const auto& e : *list) {
+        std::string extra = DescribeSamples(json::parse(e.detail_json, nullptr, false));
+        std::printf("%s    %s %s%s%s\n", pad.c_str(), e.input ? "in " : "out", e.node.ToString().c_str(),
+                    e.node.hash.empty() ? "" : (" (" + e.node.hash + ")").c_str(),
+                    extra.empty() ? "" : ("  " + extra).c_str());
+      }
+    }
+  }
+}
+
+// The samples behind an artifact, and behind every checkpoint its run
+// resumed from (an artifact input of that run), newest first.
+Status PrintSamples(Catalog& c, const Node& artifact, bool as_json, json* out, int depth) {
+  FW_ASSIGN_OR_RETURN(catalog::SampleSet s, c.Samples(artifact));
+  FW_ASSIGN_OR_RETURN(catalog::RunInfo run, c.GetRun(s.run_id));
+  json entry = json::parse(catalog::SampleSetJson(s));
+  entry["job"] = run.job;
+  if (!as_json) {
+    std::printf("%s%s (%s), logged by run %s (%s)\n", std::string(2 * depth, ' ').c_str(),
+                s.artifact.ToString().c_str(), s.artifact.hash.c_str(), s.run_id.c_str(), run.job.c_str());
+  }
+  for (const auto& e : s.sources) {
+    json d = json::parse(e.detail_json, nullptr, false);
+    if (!as_json) {
+      std::printf("%s  %s: %s\n", std::string(2 * depth, ' ').c_str(), e.node.ToString().c_str(),
+                  DescribeSamples(d).c_str());
+    }
+  }
+  if (s.sources.empty() && !as_json) std::printf("%s  (no training samples recorded)\n", std::string(2 * depth, ' ').c_str());
+  out->push_back(entry);
+  FW_ASSIGN_OR_RETURN(std::vector<Edge> edges, c.RunEdges(s.run_id));
+  for (const auto& e : edges) {
+    if (e.input && e.node.kind == Node::Kind::kArtifact && depth < 32) {
+      if (!as_json) std::printf("%s  resumed from:\n", std::string(2 * depth, ' ').c_str());
+      FW_RETURN_IF_ERROR(PrintSamples(c, e.node, as_json, out, depth + 1));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+void AddCatalogCommands(CLI::App& app, int* rc) {
+  CLI::App* lin = app.add_subcommand("lineage", "Where data came from and what it trained (needs a catalog)");
+  lin->require_subcommand(1);
+  for (bool up : {true, false}) {
+    auto* cmd = lin->add_subcommand(
+        up ? "up" : "down",
+        up ? "Runs and data upstream of a table version, artifact or file (what it was made from)"
+           : "Runs and data downstream of a table version, artifact or file (what was made from it)");
+    auto node = std::make_shared<std::string>();
+    auto as_json = std::make_shared<bool>(false);
+    auto as_dot = std::make_shared<bool>(false);
+    auto depth = std::make_shared<int>(64);
+    cmd->add_option("NODE", *node,
+                    "ns/table@VERSION (no @VERSION: every version), artifact:PATH, file:PATH, or a path\n"
+                    "to a logged artifact")
+        ->required();
+    cmd->add_flag("--json", *as_json, "JSON instead of text");
+    cmd->add_flag("--dot", *as_dot, "Graphviz dot instead of text");
+    cmd->add_option("--depth", *depth, "Follow at most this many runs")->capture_default_str();
+    cmd->callback([=] {
+      auto c = RequireCatalog();
+      if (!c.ok()) return void(*rc = Fail(c.status()));
+      auto n = Node::Parse(*node);
+      if (!n.ok()) {
+        // A bare path names an artifact.
+        n = Node::Parse("artifact:" + *node);
+      }
+      auto g = up ? (*c)->Upstream(*n, *depth) : (*c)->Downstream(*n, *depth);
+      if (!g.ok()) return void(*rc = Fail(g.status()));
+      if (*as_json) std::printf("%s\n", json::parse(catalog::LineageJson(*g, up)).dump(2).c_str());
+      else if (*as_dot) PrintDot(*g);
+      else PrintText(*g, up);
+    });
+  }
+  {
+    auto* cmd = lin->add_subcommand("samples",
+                                    "The table versions and exact sample positions that trained a checkpoint");
+    auto node = std::make_shared<std::string>();
+    auto as_json = std::make_shared<bool>(false);
+    cmd->add_option("CHECKPOINT", *node, "Path of a checkpoint logged with run.log_artifact")->required();
+    cmd->add_flag("--json", *as_json, "JSON instead of text");
+    cmd->callback([=] {
+      auto c = RequireCatalog();
+      if (!c.ok()) return void(*rc = Fail(c.status()));
+      std::string text = node->rfind("artifact:", 0) == 0 ? *node : "artifact:" + *node;
+      auto n = Node::Parse(text);
+      if (!n.ok()) return void(*rc = Fail(n.status()));
+      json out = json::array();
+      Status s = PrintSamples(**c, *n, *as_json, &out, 0);
+      if (!s.ok()) return void(*rc = Fail(s));
+      if (*as_json) std::printf("%s\n", out.dump(2).c_str());
+    });
+  }
+
+  CLI::App* grp = app.add_subcommand("catalog", "Datasets and runs in the catalog");
+  grp->require_subcommand(1);
+  {
+    auto* cmd = grp->add_subcommand("datasets", "List datasets (name, location)");
+    auto ns = std::make_shared<std::string>();
+    cmd->add_option("--namespace", *ns, "Only this namespace");
+    cmd->callback([=] {
+      auto c = RequireCatalog();
+      if (!c.ok()) return void(*rc = Fail(c.status()));
+      auto ds = (*c)->ListDatasets(*ns);
+      if (!ds.ok()) return void(*rc = Fail(ds.status()));
+      for (const auto& d : *ds) std::printf("%s\t%s\n", d.name.c_str(), d.uri.c_str());
+    });
+  }
+  {
+    auto* cmd = grp->add_subcommand("register", "Name the table at a path as dataset NS/TABLE");
+    auto name = std::make_shared<std::string>();
+    auto path = std::make_shared<std::string>();
+    cmd->add_option("NAME", *name, "namespace/table")->required();
+    cmd->add_option("PATH", *path, "Table directory")->required();
+    cmd->callback([=] {
+      auto c = RequireCatalog();
+      if (!c.ok()) return void(*rc = Fail(c.status()));
+      auto d = (*c)->RegisterDataset(*name, *path);
+      if (!d.ok()) return void(*rc = Fail(d.status()));
+      std::printf("registered %s -> %s\n", d->name.c_str(), d->uri.c_str());
+    });
+  }
+  {
+    auto* cmd = grp->add_subcommand("run", "Show one run with its inputs and outputs");
+    auto id = std::make_shared<std::string>();
+    cmd->add_option("RUN_ID", *id, "The run's id")->required();
+    cmd->callback([=] {
+      auto c = RequireCatalog();
+      if (!c.ok()) return void(*rc = Fail(c.status()));
+      auto r = (*c)->GetRun(*id);
+      if (!r.ok()) return void(*rc = Fail(r.status()));
+      auto edges = (*c)->RunEdges(*id);
+      if (!edges.ok()) return void(*rc = Fail(edges.status()));
+      catalog::LineageGraph g;
+      g.start = Node{Node::Kind::kFile, "run:" + *id, -1, ""};
+      catalog::LineageStep step{*r, {}, {}, 0};
+      for (const auto& e : *edges) (e.input ? step.inputs : step.outputs).push_back(e);
+      g.steps.push_back(step);
+      std::printf("%s\n", json::parse(catalog::LineageJson(g, true))["runs"][0].dump(2).c_str());
+    });
+  }
+}
+
+}  // namespace flywheel::cli
