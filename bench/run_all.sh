@@ -8,6 +8,8 @@
 #   FW_BENCH_ROWS     rows for table_bench (default 1000000)
 #   FW_BENCH_REPEATS  runs per figure, best reported (default 3)
 #   FW_BENCH_ONLY     space-separated subset of: format table commit replay replay_service envs rl loader
+#                     parquet catalog catalog_smoke (catalog_smoke: catalog_bench --quick, ~10 s, keeps
+#                     no results; not in the default set)
 #   FW_BENCH_TMP      scratch parent directory (default /tmp)
 # Method and latest figures: docs/benchmarks.md.
 set -euo pipefail
@@ -19,7 +21,7 @@ BIN="$BUILD/bench"
 OUT="$ROOT/bench/results"
 ROWS="${FW_BENCH_ROWS:-1000000}"
 REPEATS="${FW_BENCH_REPEATS:-3}"
-ONLY="${FW_BENCH_ONLY:-format table commit replay replay_service envs rl loader parquet}"
+ONLY="${FW_BENCH_ONLY:-format table commit replay replay_service envs rl loader parquet catalog}"
 TMP="${FW_BENCH_TMP:-/tmp}"
 PYTHON="${PYTHON:-/usr/bin/python3}"
 
@@ -76,7 +78,13 @@ for what in $ONLY; do
     parquet)
       echo; echo "== parquet_bench (our Parquet reader vs DuckDB at 1 and 2 threads; ingest MB/s)"
       "$BIN/parquet_bench" --repeats="$REPEATS" --out="$OUT" --tmp="$TMP" ;;
-    *) echo "run_all.sh: unknown benchmark '$what' (format table commit replay replay_service envs rl loader parquet)" >&2; exit 2 ;;
+    catalog)
+      echo; echo "== catalog_bench (catalog writes with 4 writer processes vs 1; lineage walks vs one point query; SQLite and a throwaway PostgreSQL; ~1.5-3 min)"
+      "$BIN/catalog_bench" --repeats="$REPEATS" --out="$OUT" --tmp="$TMP" ;;
+    catalog_smoke)
+      echo; echo "== catalog_bench --quick (smoke run of both backends, ~10 s; no results file)"
+      "$BIN/catalog_bench" --quick --tmp="$TMP" ;;
+    *) echo "run_all.sh: unknown benchmark '$what' (format table commit replay replay_service envs rl loader parquet catalog catalog_smoke)" >&2; exit 2 ;;
   esac
 done
 
@@ -86,7 +94,7 @@ echo "== summary (bench/results/*.json; each figure best of $REPEATS runs)"
 import json, pathlib, sys
 out = pathlib.Path(sys.argv[1])
 rows = []
-for name in ["table_write", "table_scan", "table_take", "commit", "format_bench", "replay", "replay_service", "envs"]:
+for name in ["table_write", "table_scan", "table_take", "commit", "format_bench", "replay", "replay_service", "envs", "catalog"]:
     p = out / f"{name}.json"
     if not p.exists():
         continue

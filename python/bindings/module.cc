@@ -14,6 +14,7 @@ void RegisterEnvs(pybind11::module_& m);
 void RegisterRl(pybind11::module_& m);
 void RegisterLoader(pybind11::module_& m);
 void RegisterInterop(pybind11::module_& m);
+void RegisterCatalog(pybind11::module_& m);
 }  // namespace flywheel::python
 
 PYBIND11_MODULE(_core, m) {
@@ -28,4 +29,5 @@ PYBIND11_MODULE(_core, m) {
   flywheel::python::RegisterRl(m);
   flywheel::python::RegisterLoader(m);
   flywheel::python::RegisterInterop(m);
+  flywheel::python::RegisterCatalog(m);
 }

@@ -18,6 +18,8 @@ from . import transforms  # C++ transforms for the loader: DecodeImage, PackToke
 from . import replay  # flywheel.replay: experience replay, in process and over gRPC (docs/replay.md)
 from . import envs  # flywheel.envs: parallel environments, EnvPool (docs/envs.md)
 from .interop import ingest, read_parquet, parquet_schema  # files in (docs/ingest.md)
+from . import catalog  # flywheel.catalog: datasets, runs, lineage (docs/catalog.md)
+from .catalog import run, Catalog
 
 __version__ = "0.1.0"
 
@@ -27,5 +29,5 @@ def metrics_text() -> str:
     from . import _core
     return _core.metrics_text()
 
-__all__ = ["Table", "Loader", "ListArray", "ingest", "read_parquet", "parquet_schema", "metrics_text",
+__all__ = ["Table", "Loader", "Catalog", "run", "catalog", "ListArray", "ingest", "read_parquet", "parquet_schema", "metrics_text",
            "CommitConflict", "__version__"]

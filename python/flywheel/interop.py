@@ -17,6 +17,7 @@ from __future__ import annotations
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Union
 
 from . import _core
+from . import catalog as _catalog
 from ._convert import batch_from_core
 
 __all__ = ["read_parquet", "parquet_schema", "ingest"]
@@ -82,6 +83,16 @@ def ingest(sources: Union[str, Sequence[str]], table: str, *, format: str = "aut
     Ctrl-C (KeyboardInterrupt) stops the ingest; the table stays at its last
     commit.
     """
-    return _core.ingest(_strs(sources), str(table), format=format, columns=_strs(columns), threads=int(threads),
-                        on_error=on_error, commit_every=int(commit_every), schema=schema or "",
-                        overrides=dict(types or {}), delimiter=delimiter, header=bool(header), progress=progress)
+    where = _catalog._resolve(table, create=True)
+    result = _core.ingest(_strs(sources), where, format=format, columns=_strs(columns), threads=int(threads),
+                          on_error=on_error, commit_every=int(commit_every), schema=schema or "",
+                          overrides=dict(types or {}), delimiter=delimiter, header=bool(header), progress=progress)
+    inputs, detail = [], {}
+    for src in result.get("sources", []):
+        if not src.get("error"):
+            node = "file:" + src["path"]
+            inputs.append(node)
+            detail[node] = {k: src.get(k) for k in ("format", "size", "rows", "checksum")}
+    _catalog._record_op("ingest", f"ingest:{table}", inputs, [(where, v) for v in result.get("versions", [])],
+                        {"format": format, "on_error": on_error}, detail)
+    return result

@@ -32,6 +32,7 @@ from typing import Any, Callable, Dict, Iterable, Iterator, List, Mapping, Optio
 import numpy as np
 
 from . import _core
+from . import catalog as _catalog
 from ._convert import batch_from_core
 
 __all__ = ["Loader"]
@@ -51,7 +52,7 @@ def _table_ref(t: TableLike, version: Optional[int], tag: Optional[str]):
         raise TypeError(f"tables: expected a path or a flywheel.Table, got {type(t).__name__}")
     if version is not None and tag is not None:
         raise ValueError("pass at most one of version= and tag=")
-    return (os.fspath(t), version, tag)
+    return (_catalog._resolve(t), version, tag)
 
 
 def _table_files(paths: Sequence[str]) -> List[str]:
@@ -241,6 +242,7 @@ class Loader:
         """This rank's next batch, or None at the end of the epoch."""
         if self._started is None:
             self._started = time.monotonic()
+            _catalog._note_loader(self)  # lineage: the active flywheel.run records this loader's samples
         out = self._core.next(self._timeout)
         if out is None:
             return None

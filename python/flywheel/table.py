@@ -16,6 +16,7 @@ from typing import Any, Dict, Iterable, Iterator, List, Mapping, Optional, Seque
 import numpy as np
 
 from . import _core
+from . import catalog as _catalog
 from ._convert import batch_from_core, column_to_core, indices_to_core
 
 __all__ = ["Table"]
@@ -101,8 +102,11 @@ class Table:
           ValueError: bad schema, type, codec or page size.
           FileExistsError: a table exists at ``path``.
         """
-        core = _core.Table.create(os.fspath(path), _fields_of(schema), codec, page_size, _props(properties))
-        return cls(core)
+        core = _core.Table.create(_catalog._resolve(path, create=True), _fields_of(schema), codec, page_size,
+                                  _props(properties))
+        t = cls(core)
+        t._written("create", None)
+        return t
 
     @classmethod
     def open(cls, path: PathLike, version: Optional[int] = None, tag: Optional[str] = None) -> "Table":
@@ -116,7 +120,7 @@ class Table:
             message lists the retained range) or no such tag.
           ValueError: both ``version`` and ``tag`` given.
         """
-        return cls(_core.Table.open(os.fspath(path), version, tag))
+        return cls(_core.Table.open(_catalog._resolve(path), version, tag))
 
     # ------------------------------------------------------------ properties
 
@@ -201,6 +205,7 @@ class Table:
         Raises KeyError for an unknown column (at the call, not on iteration).
         """
         it = self._t.scan(_names(columns), int(batch_rows or 0))
+        _catalog._note_read(self.path, self.version)
         return (batch_from_core(b) for b in it)
 
     def take(self, indices: Union[Sequence[int], np.ndarray],
@@ -211,7 +216,9 @@ class Table:
         Raises IndexError for an index outside ``[0, num_rows)`` (negative
         indices are not wrapped), KeyError for an unknown column.
         """
-        return batch_from_core(self._t.take(indices_to_core(indices), _names(columns)))
+        out = batch_from_core(self._t.take(indices_to_core(indices), _names(columns)))
+        _catalog._note_read(self.path, self.version)
+        return out
 
     def to_dict(self, columns: Optional[Sequence[str]] = None) -> Dict[str, Any]:
         """The whole version as one ``{column: data}`` batch (copies)."""
@@ -229,7 +236,11 @@ class Table:
         Columns ingested from Parquet dates, timestamps and decimals get those
         types back (docs/ingest.md, "Export"). codec: none, snappy, gzip,
         brotli, zstd or lz4_raw."""
-        return _core.export_parquet(self.path, self.version, str(path), _names(columns), codec, int(row_group_rows))
+        n = _core.export_parquet(self.path, self.version, str(path), _names(columns), codec, int(row_group_rows))
+        out = "file:" + os.path.abspath(str(path))
+        _catalog._record_op("export", f"export:{self.path}", [(self.path, self.version)], [out],
+                            {"codec": codec}, {out: {"rows": n}})
+        return n
 
     # ---------------------------------------------------------------- writes
 
@@ -268,7 +279,9 @@ class Table:
             length, or nulls in a non-nullable column.
           flywheel.CommitConflict: a concurrent overwrite won.
         """
+        before = self.version
         self._t.append(self._core_columns(data, self._t.fields()), _props(properties))
+        self._written("append", before)
         return self.version
 
     def overwrite(self, data: Mapping[str, Any], *, schema: Optional[SchemaLike] = None,
@@ -278,7 +291,9 @@ class Table:
         omitted nullable ones read null. Older versions keep their rows."""
         fields = _fields_of(schema) if schema is not None else self._t.fields()
         cols = self._core_columns(data, fields)
+        before = self.version
         self._t.overwrite(cols, None if schema is None else fields, _props(properties))
+        self._written("overwrite", before)
         return self.version
 
     def delete(self, indices: Union[Sequence[int], np.ndarray, None] = None, *,
@@ -294,9 +309,14 @@ class Table:
         """
         if (indices is None) == (where is None):
             raise ValueError("give indices or where=..., not both")
+        before = self.version
         if where is not None:
-            return self._t.delete_where(where, _props(properties))
-        return self._t.delete(indices_to_core(indices), _props(properties))
+            n = self._t.delete_where(where, _props(properties))
+        else:
+            n = self._t.delete(indices_to_core(indices), _props(properties))
+        if self.version != before:
+            self._written("delete", before)
+        return n
 
     def add_column(self, name: str, type: str, nullable: bool = False, default: Any = None,
                    properties: Optional[Mapping[str, Any]] = None) -> int:
@@ -320,7 +340,9 @@ class Table:
             default_json = "1" if default else "0"
         else:
             default_json = json.dumps(default)
+        before = self.version
         self._t.add_column(name, type_text, bool(nullable), default_json, _props(properties))
+        self._written("add_column", before)
         return self.version
 
     def compact(self, target_rows: Optional[int] = None, *, max_deleted_fraction: Optional[float] = None,
@@ -329,7 +351,21 @@ class Table:
         (default 1M) or at least ``max_deleted_fraction`` deleted (default
         0.1); returns the number of fragments rewritten (0: nothing to do,
         no commit)."""
-        return self._t.compact(target_rows, max_deleted_fraction, _props(properties))
+        before = self.version
+        n = self._t.compact(target_rows, max_deleted_fraction, _props(properties))
+        if self.version != before:
+            self._written("compact", before)
+        return n
+
+    def _written(self, op: str, before: Optional[int]) -> None:
+        """Lineage of a write: an output of the active flywheel.run, or a run
+        of its own when a catalog is configured (docs/catalog.md)."""
+        run = _catalog.current_run()
+        if run is not None:
+            run._note_write(self.path, self.version)
+            return
+        _catalog._record_op(op, f"{op}:{self.path}", [(self.path, before)] if before else [],
+                            [(self.path, self.version)])
 
     # ------------------------------------------------------ version management
 

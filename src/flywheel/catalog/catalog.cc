@@ -295,14 +295,21 @@ Result<std::unique_ptr<Catalog>> Catalog::Open(const std::string& spec, CatalogO
     if (ec) return absl::PermissionDeniedError(absl::StrCat("creating catalog root ", c->root_, ": ", ec.message()));
     FW_ASSIGN_OR_RETURN_CTX(c->db_, OpenSqlite((fs::path(c->root_) / "catalog.db").string()), "opening catalog");
     if (options.warehouse.empty()) options.warehouse = c->root_;
-    if (options.openlineage_file.empty()) options.openlineage_file = (fs::path(c->root_) / "openlineage.jsonl").string();
   }
+  if (options.warehouse.empty())
+    if (const char* w = std::getenv("FLYWHEEL_WAREHOUSE"); w != nullptr) options.warehouse = w;
   if (!options.warehouse.empty()) options.warehouse = AbsolutePath(options.warehouse);
-  if (const char* f = std::getenv("FLYWHEEL_OPENLINEAGE_FILE"); f != nullptr && *f != '\0')
-    options.openlineage_file = f;
+  // The events file: the option, else FLYWHEEL_OPENLINEAGE_FILE, else the
+  // directory catalog's own.
+  if (options.openlineage_file.empty())
+    if (const char* f = std::getenv("FLYWHEEL_OPENLINEAGE_FILE"); f != nullptr) options.openlineage_file = f;
+  if (options.openlineage_file.empty() && !c->root_.empty())
+    options.openlineage_file = (fs::path(c->root_) / "openlineage.jsonl").string();
   if (options.openlineage_url.empty())
     if (const char* u = std::getenv("FLYWHEEL_OPENLINEAGE_URL"); u != nullptr) options.openlineage_url = u;
-  if (!options.openlineage_file.empty()) c->sinks_.push_back(MakeFileSink(options.openlineage_file));
+  // "-" turns the file sink off (a directory catalog has one by default).
+  if (!options.openlineage_file.empty() && options.openlineage_file != "-")
+    c->sinks_.push_back(MakeFileSink(options.openlineage_file));
   if (!options.openlineage_url.empty()) c->sinks_.push_back(MakeHttpSink(options.openlineage_url));
   if (options.principal.empty()) {
     FW_ASSIGN_OR_RETURN(options.principal, PrincipalFromEnvironment());
@@ -560,6 +567,7 @@ Status Catalog::FinishRun(const std::string& run_id, RunState state, const std::
                        {RunStateName(state), NowMs(), error, run_id});
     }));
   }
+  if (sinks_.empty()) return absl::OkStatus();
   FW_ASSIGN_OR_RETURN(RunInfo run, GetRun(run_id));
   FW_ASSIGN_OR_RETURN(std::vector<Edge> edges, RunEdges(run_id));
   return Emit(run, RunStateName(state), edges);
@@ -697,7 +705,12 @@ Result<SampleSet> Catalog::Samples(const Node& artifact) {
       e.node.kind = Node::Kind::kDataset;
       e.node.name = s.value("dataset", "");
       e.node.version = s.value("version", int64_t{-1});
-      e.detail_json = s.contains("state") ? s["state"].dump() : "{}";
+      json detail = s;  // {state, start, rank, world_size}: what the loader had handed out
+      if (detail.is_object()) {
+        detail.erase("dataset");
+        detail.erase("version");
+      }
+      e.detail_json = detail.dump();
       out.sources.push_back(std::move(e));
     }
   }

@@ -31,12 +31,13 @@ struct CatalogOptions {
   // (FLYWHEEL_USER, else FLYWHEEL_TOKEN_FILE, else the OS user).
   std::string principal;
   // Where tables named by dataset ("ns/t") live: <warehouse>/ns/t. Empty =
-  // the catalog root for a directory catalog; a PostgreSQL catalog without
-  // one can only name tables registered by URI.
+  // the catalog root for a directory catalog, else FLYWHEEL_WAREHOUSE; a
+  // PostgreSQL catalog without one can only name tables registered by URI.
   std::string warehouse;
   // OpenLineage RunEvents are appended to this JSON Lines file. Empty = the
   // FLYWHEEL_OPENLINEAGE_FILE environment variable, else
   // <catalog root>/openlineage.jsonl for a directory catalog, else none.
+  // "-" (here or in the variable): no file.
   std::string openlineage_file;
   // And POSTed to this endpoint (Marquez-compatible: the base URL, events go
   // to <url>/api/v1/lineage). Empty = FLYWHEEL_OPENLINEAGE_URL, else none.

@@ -258,7 +258,7 @@ TEST_P(CatalogTest, LineageOfIngestTransformTrainCheckpoint) {
   EXPECT_EQ(samples->artifact.hash, art->hash);
   ASSERT_EQ(samples->sources.size(), 1u);
   EXPECT_EQ(samples->sources[0].node.ToString(), "clean/clicks@1");
-  EXPECT_EQ(json::parse(samples->sources[0].detail_json)["consumed"], 512);
+  EXPECT_EQ(json::parse(samples->sources[0].detail_json)["state"]["consumed"], 512);
   EXPECT_TRUE(absl::IsNotFound(cat_->Samples(Node{Node::Kind::kArtifact, dir_ + "/nope", -1, ""}).status()));
 }
 

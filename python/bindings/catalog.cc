@@ -1,0 +1,165 @@
+// flywheel._core bindings for the catalog (python/flywheel/catalog.py is the
+// public layer). Lineage graphs and sample sets cross as JSON text, parsed
+// in Python; every call releases the GIL.
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include "flywheel/catalog/catalog.h"
+#include "flywheel/catalog/recorder.h"
+#include "flywheel/table/table.h"
+#include "status.h"
+
+namespace py = pybind11;
+
+namespace flywheel::python {
+namespace {
+
+using catalog::Catalog;
+using catalog::Node;
+
+class PyCatalog {
+ public:
+  PyCatalog(const std::string& spec, const std::string& principal, const std::string& warehouse,
+            const std::string& openlineage_file, const std::string& openlineage_url) {
+    catalog::CatalogOptions o;
+    o.principal = principal;
+    o.warehouse = warehouse;
+    o.openlineage_file = openlineage_file;
+    o.openlineage_url = openlineage_url;
+    py::gil_scoped_release release;
+    c_ = ValueOrThrow(Catalog::Open(spec, o));
+  }
+
+  Catalog& c() { return *c_; }
+
+ private:
+  std::unique_ptr<Catalog> c_;
+};
+
+py::tuple DatasetTuple(const catalog::DatasetInfo& d) { return py::make_tuple(d.name, d.ns, d.uri, d.created_ms); }
+
+Node ParseNode(const std::string& text) { return ValueOrThrow(Node::Parse(text)); }
+
+}  // namespace
+
+void RegisterCatalog(py::module_& m) {
+  py::class_<PyCatalog>(m, "Catalog", "A flywheel catalog (see flywheel.catalog.Catalog).")
+      .def(py::init<const std::string&, const std::string&, const std::string&, const std::string&,
+                    const std::string&>(),
+           py::arg("spec"), py::arg("principal") = "", py::arg("warehouse") = "", py::arg("openlineage_file") = "",
+           py::arg("openlineage_url") = "")
+      .def_property_readonly("principal", [](PyCatalog& c) { return c.c().principal(); })
+      .def_property_readonly("warehouse", [](PyCatalog& c) { return c.c().warehouse(); })
+      .def_property_readonly("backend", [](PyCatalog& c) { return std::string(c.c().backend()); })
+      .def("schema_version",
+           [](PyCatalog& c) {
+             py::gil_scoped_release r;
+             return ValueOrThrow(c.c().SchemaVersion());
+           })
+      .def("register_dataset",
+           [](PyCatalog& c, const std::string& name, const std::string& uri) {
+             catalog::DatasetInfo d;
+             {
+               py::gil_scoped_release r;
+               d = ValueOrThrow(c.c().RegisterDataset(name, uri));
+             }
+             return DatasetTuple(d);
+           })
+      .def("get_dataset",
+           [](PyCatalog& c, const std::string& name) {
+             catalog::DatasetInfo d;
+             {
+               py::gil_scoped_release r;
+               d = ValueOrThrow(c.c().GetDataset(name));
+             }
+             return DatasetTuple(d);
+           })
+      .def("list_datasets",
+           [](PyCatalog& c, const std::string& ns) {
+             std::vector<catalog::DatasetInfo> ds;
+             {
+               py::gil_scoped_release r;
+               ds = ValueOrThrow(c.c().ListDatasets(ns));
+             }
+             py::list out;
+             for (const auto& d : ds) out.append(DatasetTuple(d));
+             return out;
+           },
+           py::arg("namespace") = "")
+      .def("resolve_argument",
+           [](PyCatalog& c, const std::string& arg, bool for_create) {
+             py::gil_scoped_release r;
+             return ValueOrThrow(catalog::ResolveTableArgument(&c.c(), arg, for_create));
+           })
+      .def("mirror",
+           [](PyCatalog& c, const std::string& uri, int64_t version) {
+             py::gil_scoped_release r;
+             table::OpenOptions o;
+             o.version = version;
+             auto t = ValueOrThrow(table::Table::Open(uri, o));
+             return ValueOrThrow(catalog::MirrorVersion(c.c(), *t)).ToString();
+           },
+           "Registers the table (if new) and records its version; returns 'ns/t@v'.")
+      .def("start_run",
+           [](PyCatalog& c, const std::string& job, const std::string& job_type, const std::string& params) {
+             py::gil_scoped_release r;
+             return ValueOrThrow(c.c().StartRun(job, job_type, params)).id;
+           })
+      .def("add_edge",
+           [](PyCatalog& c, const std::string& run_id, bool input, const std::string& node, const std::string& detail) {
+             Node n = ParseNode(node);
+             py::gil_scoped_release r;
+             ThrowIfError(c.c().AddEdge(catalog::Edge{run_id, input, n, detail}));
+           })
+      .def("finish_run",
+           [](PyCatalog& c, const std::string& run_id, const std::string& state, const std::string& error) {
+             catalog::RunState s = catalog::RunState::kAbort;
+             if (state == "COMPLETE") s = catalog::RunState::kComplete;
+             else if (state == "FAIL") s = catalog::RunState::kFail;
+             else if (state == "ABORT") s = catalog::RunState::kAbort;
+             else ThrowIfError(absl::InvalidArgumentError("state must be COMPLETE, FAIL or ABORT"));
+             py::gil_scoped_release r;
+             ThrowIfError(c.c().FinishRun(run_id, s, error));
+           },
+           py::arg("run_id"), py::arg("state"), py::arg("error") = "")
+      .def("get_run",
+           [](PyCatalog& c, const std::string& run_id) {
+             catalog::RunInfo run;
+             std::vector<catalog::Edge> edges;
+             {
+               py::gil_scoped_release r;
+               run = ValueOrThrow(c.c().GetRun(run_id));
+               edges = ValueOrThrow(c.c().RunEdges(run_id));
+             }
+             catalog::LineageGraph g;
+             catalog::LineageStep step{run, {}, {}, 0};
+             for (auto& e : edges) (e.input ? step.inputs : step.outputs).push_back(e);
+             g.steps.push_back(std::move(step));
+             return catalog::LineageJson(g, true);
+           })
+      .def("log_artifact",
+           [](PyCatalog& c, const std::string& run_id, const std::string& path, const std::string& samples) {
+             py::gil_scoped_release r;
+             Node n = ValueOrThrow(c.c().LogArtifact(run_id, path, samples));
+             return std::make_pair(n.name, n.hash);
+           })
+      .def("upstream",
+           [](PyCatalog& c, const std::string& node, int depth) {
+             Node n = ParseNode(node);
+             py::gil_scoped_release r;
+             return catalog::LineageJson(ValueOrThrow(c.c().Upstream(n, depth)), true);
+           })
+      .def("downstream",
+           [](PyCatalog& c, const std::string& node, int depth) {
+             Node n = ParseNode(node);
+             py::gil_scoped_release r;
+             return catalog::LineageJson(ValueOrThrow(c.c().Downstream(n, depth)), false);
+           })
+      .def("samples", [](PyCatalog& c, const std::string& node) {
+        Node n = ParseNode(node);
+        py::gil_scoped_release r;
+        return catalog::SampleSetJson(ValueOrThrow(c.c().Samples(n)));
+      });
+}
+
+}  // namespace flywheel::python
