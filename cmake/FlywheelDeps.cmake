@@ -13,6 +13,8 @@ find_package(nlohmann_json 3 REQUIRED)
 # The catalog (src/flywheel/catalog): libsqlite3-dev, libpq-dev.
 pkg_check_modules(SQLITE3 REQUIRED IMPORTED_TARGET sqlite3)
 pkg_check_modules(LIBPQ REQUIRED IMPORTED_TARGET libpq)
+# The catalog's audit chain (SHA-256): libssl-dev.
+pkg_check_modules(LIBCRYPTO REQUIRED IMPORTED_TARGET libcrypto)
 if(NOT FLYWHEEL_FUZZ)
   find_package(CLI11 REQUIRED)
   if(FLYWHEEL_BUILD_TESTS)

@@ -236,11 +236,13 @@ class Run:
     def add_input(self, node: Any, detail: Optional[Mapping[str, Any]] = None) -> None:
         """Records something the run consumed: a Table (its version), "ns/t@v",
         "file:PATH", or a path (a file)."""
-        self._edge(True, self._as_node(node), detail)
+        if self.id is not None:
+            self._edge(True, self._as_node(node), detail)
 
     def add_output(self, node: Any, detail: Optional[Mapping[str, Any]] = None) -> None:
         """Records something the run produced (same forms as :meth:`add_input`)."""
-        self._edge(False, self._as_node(node), detail)
+        if self.id is not None:
+            self._edge(False, self._as_node(node), detail)
 
     def _as_node(self, node: Any) -> str:
         if isinstance(node, (str, os.PathLike)) and os.path.exists(os.fspath(node)) \

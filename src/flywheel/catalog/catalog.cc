@@ -20,24 +20,18 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
 #include "flywheel/base/logging.h"
+#include "flywheel/catalog/internal/common.h"
 #include "flywheel/catalog/openlineage.h"
 #include "flywheel/catalog/sql.h"
 
 namespace flywheel::catalog {
-
-struct CatalogMutex {
-  std::mutex mu;
-};
 
 namespace {
 
 namespace fs = std::filesystem;
 using json = nlohmann::json;
 
-int64_t NowMs() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
+using internal_catalog::NowMs;
 
 std::string NewUuid() {
   // Reseeded in a forked child: it would otherwise repeat its parent's ids.
@@ -121,6 +115,24 @@ CREATE TABLE edges (
 CREATE INDEX edges_by_node ON edges(kind, node, direction, version);
 CREATE INDEX edges_by_run ON edges(run_id);
 )sql",
+    // 2: governance: principals, grants, column tags, policies, the audit chain.
+    R"sql(
+CREATE TABLE principals (
+  name TEXT PRIMARY KEY, is_admin INTEGER NOT NULL DEFAULT 0, clearances TEXT NOT NULL DEFAULT '',
+  created_ms BIGINT NOT NULL);
+CREATE TABLE grants (
+  principal TEXT NOT NULL, object TEXT NOT NULL, privilege TEXT NOT NULL, granted_by TEXT NOT NULL,
+  granted_ms BIGINT NOT NULL, PRIMARY KEY (principal, object, privilege));
+CREATE INDEX grants_by_object ON grants(object);
+CREATE TABLE column_tags (
+  dataset TEXT NOT NULL, column_name TEXT NOT NULL, tag TEXT NOT NULL, PRIMARY KEY (dataset, column_name, tag));
+CREATE TABLE policies (
+  dataset TEXT PRIMARY KEY, mask TEXT NOT NULL, salt TEXT NOT NULL,
+  keep_versions BIGINT NOT NULL DEFAULT 0, keep_days BIGINT NOT NULL DEFAULT 0);
+CREATE TABLE audit (
+  seq BIGINT PRIMARY KEY, time_ms BIGINT NOT NULL, principal TEXT NOT NULL, action TEXT NOT NULL,
+  object TEXT NOT NULL, detail TEXT NOT NULL, prev_hash TEXT NOT NULL, hash TEXT NOT NULL);
+)sql",
 };
 
 std::string DialectSql(std::string_view dialect, const char* sql) {
@@ -194,7 +206,7 @@ json GraphJson(const LineageGraph& g, bool up) {
     json r = {{"run_id", s.run.id},           {"job", s.run.job},
               {"job_type", s.run.job_type},   {"state", RunStateName(s.run.state)},
               {"principal", s.run.principal}, {"started_ms", s.run.started_ms},
-              {"ended_ms", s.run.ended_ms},   {"depth", s.depth},
+              {"ended_ms", s.run.ended_ms},   {"depth", s.depth}, {"error", s.run.error},
               {"params", json::parse(s.run.params_json, nullptr, false)}};
     r["inputs"] = json::array();
     r["outputs"] = json::array();
@@ -347,6 +359,12 @@ Status Catalog::Migrate() {
       FW_RETURN_IF_ERROR_CTX(db_->ExecScript(DialectSql(db_->dialect(), kMigrations[v - 1])), "migration ", v);
       FW_RETURN_IF_ERROR(db_->Exec("INSERT INTO schema_migrations (version, applied_ms) VALUES (?, ?)",
                                    {int64_t{v}, NowMs()}));
+      if (v == 2) {
+        // Whoever creates (or upgrades) the catalog administers it.
+        FW_RETURN_IF_ERROR(db_->Exec(
+            "INSERT INTO principals (name, is_admin, clearances, created_ms) VALUES (?, 1, '', ?)",
+            {principal_, NowMs()}));
+      }
     }
     return absl::OkStatus();
   });
@@ -402,10 +420,19 @@ Result<DatasetInfo> Catalog::RegisterDataset(const std::string& name, const std:
           absl::StrCat("the table at ", abs, " is registered as dataset '", taken[0].Text(0), "'"));
     }
     const int64_t now = NowMs();
-    FW_RETURN_IF_ERROR(db_->Exec("INSERT INTO namespaces (name, created_ms) VALUES (?, ?) ON CONFLICT DO NOTHING",
-                                 {ns, now}));
+    FW_ASSIGN_OR_RETURN(SqlRows new_ns,
+                        db_->Query("INSERT INTO namespaces (name, created_ms) VALUES (?, ?) ON CONFLICT DO NOTHING "
+                                   "RETURNING name",
+                                   {ns, now}));
     FW_RETURN_IF_ERROR(db_->Exec("INSERT INTO datasets (name, namespace, uri, created_ms) VALUES (?, ?, ?, ?)",
                                  {name, ns, abs, now}));
+    // The principal who brings a dataset (and a new namespace) into the
+    // catalog owns it: ADMIN on it (docs/catalog.md, "Grants").
+    const char* kOwner =
+        "INSERT INTO grants (principal, object, privilege, granted_by, granted_ms) VALUES (?, ?, 'ADMIN', ?, ?) "
+        "ON CONFLICT DO NOTHING";
+    FW_RETURN_IF_ERROR(db_->Exec(kOwner, {principal_, name, std::string("owner"), now}));
+    if (!new_ns.empty()) FW_RETURN_IF_ERROR(db_->Exec(kOwner, {principal_, ns, std::string("owner"), now}));
     info = DatasetInfo{name, ns, abs, now};
     return absl::OkStatus();
   }));

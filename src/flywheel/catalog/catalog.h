@@ -122,6 +122,60 @@ struct SampleSet {
   std::vector<Edge> sources;  // input dataset edges with the loader state
 };
 
+// Privileges, each implying the ones before it.
+enum class Privilege { kRead = 1, kWrite = 2, kAdmin = 3 };
+const char* PrivilegeName(Privilege p);
+Result<Privilege> ParsePrivilege(const std::string& text);  // READ, WRITE, ADMIN (any case)
+
+struct GrantInfo {
+  std::string principal;
+  std::string object;  // "*" (the catalog), "ns", or "ns/t"
+  Privilege privilege = Privilege::kRead;
+  std::string granted_by;  // a principal, or "owner" for creators
+  int64_t granted_ms = 0;
+};
+
+struct PrincipalInfo {
+  std::string name;
+  bool admin = false;
+  std::vector<std::string> clearances;  // column tags this principal may read unmasked
+};
+
+// How one principal may read one dataset: columns carrying a tag the
+// principal is not cleared for are masked or refused, per the dataset's
+// policy (docs/catalog.md, "Column tags and masking").
+struct ReadPolicy {
+  enum class Mode { kHash, kNull, kRefuse };
+  struct Column {
+    std::string name;
+    std::vector<std::string> tags;  // the uncleared tags
+  };
+  Mode mode = Mode::kHash;
+  std::vector<Column> columns;  // empty: everything readable as is
+  std::string salt;             // kHash: per-dataset salt
+};
+const char* MaskModeName(ReadPolicy::Mode m);
+Result<ReadPolicy::Mode> ParseMaskMode(const std::string& text);  // hash, null, refuse
+
+struct AuditEvent {
+  int64_t seq = 0;  // 1, 2, ... without gaps
+  int64_t time_ms = 0;
+  std::string principal;
+  std::string action;  // open, read, commit, grant, revoke, erase, ...
+  std::string object;  // a dataset, namespace, "*" or a run id
+  std::string detail_json = "{}";
+  std::string prev_hash;  // hash of event seq-1 ("" for the first)
+  std::string hash;       // hex SHA-256 over prev_hash and the fields above
+};
+
+struct AuditVerifyResult {
+  int64_t events = 0;
+  bool ok = true;
+  int64_t first_bad_seq = 0;  // 0 when ok
+  std::string problem;        // what is wrong there, in words
+  std::string head_hash;      // hash of the last event (anchor it elsewhere)
+};
+
 // JSON forms (docs/catalog.md, "JSON"): {"start", "direction", "runs":
 // [{run_id, job, job_type, state, principal, started_ms, ended_ms, depth,
 // params, inputs, outputs}]} and {"artifact", "run_id", "sources": [{dataset,
@@ -190,6 +244,39 @@ class Catalog {
   // The samples recorded behind an artifact, by path (the newest logging of
   // that path) or with its hash.
   Result<SampleSet> Samples(const Node& artifact);
+
+  // ---- governance (governance.cc) -------------------------------------
+  // Access checks: a principal has privilege P on dataset "ns/t" when it is
+  // a catalog admin or holds P or higher on "ns/t", "ns" or "*".
+  Result<bool> HasPrivilege(const std::string& principal, const std::string& object, Privilege p);
+  // Checks principal() for `p` on `object` and writes an audit event
+  // `action` either way (denials with "denied": true). PermissionDenied names
+  // the principal, the object and the missing privilege.
+  Status Authorize(const std::string& object, Privilege p, const std::string& action,
+                   const std::string& detail_json = "{}");
+  // Grant/revoke need ADMIN on the object (or above); both are audited.
+  Status Grant(const std::string& principal, const std::string& object, Privilege p);
+  Status Revoke(const std::string& principal, const std::string& object, Privilege p);
+  Result<std::vector<GrantInfo>> Grants(const std::string& object = "");
+  // Catalog admins only.
+  Status SetAdmin(const std::string& principal, bool admin);
+  Status SetClearances(const std::string& principal, const std::vector<std::string>& tags);
+  Result<PrincipalInfo> GetPrincipal(const std::string& name);
+  // Column tags and the dataset's mask policy; ADMIN on the dataset.
+  Status TagColumn(const std::string& dataset, const std::string& column, const std::string& tag);
+  Status UntagColumn(const std::string& dataset, const std::string& column, const std::string& tag);
+  Result<std::map<std::string, std::vector<std::string>>> ColumnTags(const std::string& dataset);
+  Status SetMaskPolicy(const std::string& dataset, ReadPolicy::Mode mode);
+  // What principal() may see of `dataset`.
+  Result<ReadPolicy> ReadPolicyFor(const std::string& dataset);
+
+  // ---- audit (audit.cc) ------------------------------------------------
+  // Appends an event for principal() to the hash chain.
+  Status Audit(const std::string& action, const std::string& object, const std::string& detail_json = "{}");
+  Result<std::vector<AuditEvent>> AuditEvents(int64_t after_seq = 0, int64_t limit = 1000);
+  // Recomputes the chain: any edited, removed, inserted or reordered event
+  // is reported with its sequence number.
+  Result<AuditVerifyResult> VerifyAudit();
 
   // For tests and tools: the underlying connection (serialise with the
   // catalog's own calls yourself).

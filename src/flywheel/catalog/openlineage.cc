@@ -7,6 +7,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <cctype>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -44,6 +45,23 @@ std::string IsoTime(int64_t ms) {
   return out;
 }
 
+// file:// URI of an absolute path, percent-encoding every byte outside
+// RFC 3986's unreserved set and '/' (spaces, quotes, UTF-8, ...).
+std::string FileUri(const std::string& path) {
+  std::string out = "file://";
+  static const char* kHex = "0123456789ABCDEF";
+  for (unsigned char c : path) {
+    if (std::isalnum(c) || c == '/' || c == '-' || c == '.' || c == '_' || c == '~') {
+      out += static_cast<char>(c);
+    } else {
+      out += '%';
+      out += kHex[c >> 4];
+      out += kHex[c & 15];
+    }
+  }
+  return out;
+}
+
 json DatasetJson(const Edge& e, const std::map<std::string, DatasetFacts>& facts) {
   json d;
   json facets = json::object();
@@ -55,7 +73,7 @@ json DatasetJson(const Edge& e, const std::map<std::string, DatasetFacts>& facts
       if (it != facts.end()) {
         json src = Facet("1-0-1", "DatasourceDatasetFacet");
         src["name"] = kDatasetNamespace;
-        src["uri"] = it->second.uri.rfind('/', 0) == 0 ? "file://" + it->second.uri : it->second.uri;
+        src["uri"] = it->second.uri.rfind('/', 0) == 0 ? FileUri(it->second.uri) : it->second.uri;
         facets["dataSource"] = src;
         if (!it->second.schema_json.empty()) {
           json fields = json::parse(it->second.schema_json, nullptr, false);

@@ -38,6 +38,39 @@ Result<std::string> ResolveTableArgument(Catalog* catalog, const std::string& ar
   return arg;
 }
 
+Result<std::string> DatasetNameFor(Catalog& catalog, const std::string& uri) {
+  std::error_code ec;
+  std::filesystem::path abs = std::filesystem::absolute(uri, ec).lexically_normal();
+  if (!catalog.warehouse().empty()) {
+    std::string rel = abs.lexically_relative(catalog.warehouse()).generic_string();
+    if (!rel.empty() && rel.rfind("..", 0) != 0 && Catalog::ValidateDatasetName(rel).ok()) return rel;
+  }
+  return std::string();
+}
+
+Result<std::string> AuthorizeTable(Catalog* catalog, const std::string& arg, Privilege privilege,
+                                   const std::string& action, bool for_create) {
+  FW_ASSIGN_OR_RETURN(std::string path, ResolveTableArgument(catalog, arg, for_create));
+  if (catalog == nullptr) return path;
+  std::error_code ec;
+  const bool exists = std::filesystem::exists(std::filesystem::path(path) / "_versions", ec) ||
+                      std::filesystem::exists(std::filesystem::path(path) / "_latest", ec);
+  std::string name;
+  if (exists || !for_create) {
+    if (!std::filesystem::exists(path, ec)) {
+      // Let the table library report the missing table in its own words.
+      return path;
+    }
+    FW_ASSIGN_OR_RETURN(DatasetInfo ds, catalog->ResolveTable(path));
+    name = ds.name;
+  } else {
+    FW_ASSIGN_OR_RETURN(name, DatasetNameFor(*catalog, path));
+    if (name.empty()) return path;  // a new table outside the warehouse: not governed until it exists
+  }
+  FW_RETURN_IF_ERROR(catalog->Authorize(name, privilege, action));
+  return path;
+}
+
 Result<std::unique_ptr<RunScope>> RunScope::Start(Catalog* catalog, const std::string& job,
                                                   const std::string& job_type, const std::string& params_json) {
   std::unique_ptr<RunScope> scope(new RunScope());

@@ -30,6 +30,19 @@ std::string SchemaJson(const format::Schema& schema);
 // the argument is returned unchanged.
 Result<std::string> ResolveTableArgument(Catalog* catalog, const std::string& arg, bool for_create);
 
+// ResolveTableArgument plus an access check: the catalog's principal must
+// hold `privilege` on the dataset (for a table that does not exist yet and
+// `for_create`: on its namespace), audited as `action`. Returns the table
+// location. A table first seen here is registered to the principal
+// (docs/catalog.md, "Grants"). Without a catalog: `arg`, unchecked.
+Result<std::string> AuthorizeTable(Catalog* catalog, const std::string& arg, Privilege privilege,
+                                   const std::string& action, bool for_create = false);
+
+// The dataset name of the table at `uri`, if it is one the catalog can name
+// without registering anything: registered, or a valid name under the
+// warehouse. Empty otherwise.
+Result<std::string> DatasetNameFor(Catalog& catalog, const std::string& uri);
+
 class RunScope {
  public:
   // `catalog` may be null (nothing is recorded).

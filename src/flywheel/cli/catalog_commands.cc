@@ -1,6 +1,7 @@
 // `flywheel lineage up|down|samples` and `flywheel catalog datasets|runs|register`
 // (docs/catalog.md).
 #include <cstdio>
+#include <filesystem>
 #include <ctime>
 #include <map>
 #include <memory>
@@ -43,7 +44,7 @@ std::string Time(int64_t ms) {
 std::string DotQuote(const std::string& s) {
   std::string out = "\"";
   for (char c : s) {
-    if (c == '"') out += '\\';
+    if (c == '"' || c == '\\') out += '\\';
     out += c;
   }
   return out + "\"";
@@ -63,8 +64,10 @@ void PrintDot(const LineageGraph& g) {
   node(g.start);
   for (const auto& s : g.steps) {
     std::string run = DotQuote("run:" + s.run.id);
-    std::printf("  %s [shape=box, style=rounded, label=%s];\n", run.c_str(),
-                DotQuote(s.run.job + "\\n" + s.run.job_type + " " + catalog::RunStateName(s.run.state)).c_str());
+    // Two label lines: the quoted parts joined by dot's "\n" escape.
+    std::string job = DotQuote(s.run.job), kind = DotQuote(s.run.job_type + " " + catalog::RunStateName(s.run.state));
+    std::printf("  %s [shape=box, style=rounded, label=%s\\n%s];\n", run.c_str(),
+                job.substr(0, job.size() - 1).c_str(), kind.substr(1).c_str());
     for (const auto& e : s.inputs) std::printf("  %s -> %s;\n", node(e.node).c_str(), run.c_str());
     for (const auto& e : s.outputs) std::printf("  %s -> %s;\n", run.c_str(), node(e.node).c_str());
   }
@@ -171,11 +174,12 @@ void AddCatalogCommands(CLI::App& app, int* rc) {
     cmd->callback([=] {
       auto c = RequireCatalog();
       if (!c.ok()) return void(*rc = Fail(c.status()));
-      auto n = Node::Parse(*node);
-      if (!n.ok()) {
-        // A bare path names an artifact.
-        n = Node::Parse("artifact:" + *node);
-      }
+      // An existing file is an artifact (a checkpoint path like ckpt/model.pt
+      // would otherwise read as a dataset name).
+      std::error_code ec;
+      const bool is_file = std::filesystem::is_regular_file(*node, ec);
+      auto n = is_file ? Node::Parse("artifact:" + *node) : Node::Parse(*node);
+      if (!n.ok()) n = Node::Parse("artifact:" + *node);
       auto g = up ? (*c)->Upstream(*n, *depth) : (*c)->Downstream(*n, *depth);
       if (!g.ok()) return void(*rc = Fail(g.status()));
       if (*as_json) std::printf("%s\n", json::parse(catalog::LineageJson(*g, up)).dump(2).c_str());
@@ -203,7 +207,98 @@ void AddCatalogCommands(CLI::App& app, int* rc) {
     });
   }
 
-  CLI::App* grp = app.add_subcommand("catalog", "Datasets and runs in the catalog");
+  // ---- grants
+  for (bool grant : {true, false}) {
+    auto* cmd = app.add_subcommand(grant ? "grant" : "revoke",
+                                   grant ? "Give a principal READ, WRITE or ADMIN on the catalog (*), a namespace or a dataset"
+                                         : "Take a grant back");
+    auto priv = std::make_shared<std::string>();
+    auto object = std::make_shared<std::string>();
+    auto who = std::make_shared<std::string>();
+    cmd->add_option("PRIVILEGE", *priv, "READ, WRITE or ADMIN (each implies the ones before)")->required();
+    cmd->add_option("OBJECT", *object, "'*' (the whole catalog), a namespace, or namespace/table")->required();
+    cmd->add_option("PRINCIPAL", *who, "Who gets (or loses) it")->required();
+    cmd->callback([=] {
+      auto c = RequireCatalog();
+      if (!c.ok()) return void(*rc = Fail(c.status()));
+      auto p = catalog::ParsePrivilege(*priv);
+      if (!p.ok()) return void(*rc = Fail(p.status()));
+      Status s = grant ? (*c)->Grant(*who, *object, *p) : (*c)->Revoke(*who, *object, *p);
+      if (!s.ok()) return void(*rc = Fail(s));
+      std::printf("%s %s on %s %s %s\n", grant ? "granted" : "revoked", catalog::PrivilegeName(*p), object->c_str(),
+                  grant ? "to" : "from", who->c_str());
+    });
+  }
+  {
+    auto* cmd = app.add_subcommand("grants", "List grants (of one object, or all)");
+    auto object = std::make_shared<std::string>();
+    cmd->add_option("OBJECT", *object, "'*', a namespace or namespace/table (default: every grant)");
+    cmd->callback([=] {
+      auto c = RequireCatalog();
+      if (!c.ok()) return void(*rc = Fail(c.status()));
+      auto g = (*c)->Grants(*object);
+      if (!g.ok()) return void(*rc = Fail(g.status()));
+      for (const auto& x : *g) {
+        std::printf("%s\t%s\t%s\tby %s\n", x.object.c_str(), x.principal.c_str(), catalog::PrivilegeName(x.privilege),
+                    x.granted_by.c_str());
+      }
+    });
+  }
+
+  // ---- audit
+  {
+    CLI::App* aud = app.add_subcommand("audit", "The catalog's hash-chained audit log");
+    aud->require_subcommand(1);
+    auto* verify = aud->add_subcommand("verify", "Check the chain: exit 0 when intact, 5 naming the first bad event");
+    auto vjson = std::make_shared<bool>(false);
+    verify->add_flag("--json", *vjson, "JSON instead of text");
+    verify->callback([=] {
+      auto c = RequireCatalog();
+      if (!c.ok()) return void(*rc = Fail(c.status()));
+      auto r = (*c)->VerifyAudit();
+      if (!r.ok()) return void(*rc = Fail(r.status()));
+      if (*vjson) {
+        json j = {{"ok", r->ok}, {"events", r->events}, {"head_hash", r->head_hash}};
+        if (!r->ok) {
+          j["first_bad_seq"] = r->first_bad_seq;
+          j["problem"] = r->problem;
+        }
+        std::printf("%s\n", j.dump(2).c_str());
+      } else if (r->ok) {
+        std::printf("audit log intact: %lld events, head %s\n", static_cast<long long>(r->events), r->head_hash.c_str());
+      } else {
+        std::printf("audit log TAMPERED: %s\n", r->problem.c_str());
+      }
+      if (!r->ok) *rc = 5;
+    });
+    auto* log = aud->add_subcommand("log", "Print events");
+    auto after = std::make_shared<int64_t>(0);
+    auto limit = std::make_shared<int64_t>(100);
+    auto ljson = std::make_shared<bool>(false);
+    log->add_option("--after", *after, "Only events after this sequence number")->capture_default_str();
+    log->add_option("--limit", *limit, "At most this many events")->capture_default_str();
+    log->add_flag("--json", *ljson, "JSON lines instead of text");
+    log->callback([=] {
+      auto c = RequireCatalog();
+      if (!c.ok()) return void(*rc = Fail(c.status()));
+      auto ev = (*c)->AuditEvents(*after, *limit);
+      if (!ev.ok()) return void(*rc = Fail(ev.status()));
+      for (const auto& e : *ev) {
+        if (*ljson) {
+          std::printf("%s\n", json{{"seq", e.seq}, {"time_ms", e.time_ms}, {"principal", e.principal},
+                                   {"action", e.action}, {"object", e.object},
+                                   {"detail", json::parse(e.detail_json, nullptr, false)}, {"hash", e.hash}}
+                                  .dump()
+                                  .c_str());
+        } else {
+          std::printf("%6lld %s %-10s %-14s %s %s\n", static_cast<long long>(e.seq), Time(e.time_ms).c_str(),
+                      e.principal.c_str(), e.action.c_str(), e.object.c_str(), e.detail_json.c_str());
+        }
+      }
+    });
+  }
+
+  CLI::App* grp = app.add_subcommand("catalog", "Datasets, runs, principals, column tags and policies");
   grp->require_subcommand(1);
   {
     auto* cmd = grp->add_subcommand("datasets", "List datasets (name, location)");
@@ -229,6 +324,82 @@ void AddCatalogCommands(CLI::App& app, int* rc) {
       auto d = (*c)->RegisterDataset(*name, *path);
       if (!d.ok()) return void(*rc = Fail(d.status()));
       std::printf("registered %s -> %s\n", d->name.c_str(), d->uri.c_str());
+    });
+  }
+  {
+    auto* cmd = grp->add_subcommand("whoami", "The acting principal, whether it is an admin, and its clearances");
+    cmd->callback([=] {
+      auto c = RequireCatalog();
+      if (!c.ok()) return void(*rc = Fail(c.status()));
+      auto p = (*c)->GetPrincipal((*c)->principal());
+      if (!p.ok()) return void(*rc = Fail(p.status()));
+      std::string cl;
+      for (const auto& t : p->clearances) cl += (cl.empty() ? "" : ",") + t;
+      std::printf("%s%s clearances: %s\n", p->name.c_str(), p->admin ? " (admin)" : "", cl.empty() ? "-" : cl.c_str());
+    });
+  }
+  {
+    auto* cmd = grp->add_subcommand("admin", "Make a principal a catalog admin, or stop it being one (admins only)");
+    auto who = std::make_shared<std::string>();
+    auto off = std::make_shared<bool>(false);
+    cmd->add_option("PRINCIPAL", *who, "Who")->required();
+    cmd->add_flag("--remove", *off, "Remove admin rights instead");
+    cmd->callback([=] {
+      auto c = RequireCatalog();
+      if (!c.ok()) return void(*rc = Fail(c.status()));
+      Status s = (*c)->SetAdmin(*who, !*off);
+      if (!s.ok()) return void(*rc = Fail(s));
+      std::printf("%s is %san admin\n", who->c_str(), *off ? "no longer " : "");
+    });
+  }
+  {
+    auto* cmd = grp->add_subcommand("clearance", "Set the column tags a principal may read unmasked (admins only)");
+    auto who = std::make_shared<std::string>();
+    auto tags = std::make_shared<std::vector<std::string>>();
+    cmd->add_option("PRINCIPAL", *who, "Who")->required();
+    cmd->add_option("TAG", *tags, "Tags (none: no clearances)");
+    cmd->callback([=] {
+      auto c = RequireCatalog();
+      if (!c.ok()) return void(*rc = Fail(c.status()));
+      Status s = (*c)->SetClearances(*who, *tags);
+      if (!s.ok()) return void(*rc = Fail(s));
+      std::printf("%s cleared for %zu tag(s)\n", who->c_str(), tags->size());
+    });
+  }
+  {
+    auto* cmd = grp->add_subcommand("tag", "Tag a column (e.g. pii); uncleared readers get it masked or refused");
+    auto ds = std::make_shared<std::string>();
+    auto col = std::make_shared<std::string>();
+    auto tag = std::make_shared<std::string>();
+    auto remove = std::make_shared<bool>(false);
+    cmd->add_option("DATASET", *ds, "namespace/table")->required();
+    cmd->add_option("COLUMN", *col, "Column name")->required();
+    cmd->add_option("TAG", *tag, "Tag, e.g. pii or email")->required();
+    cmd->add_flag("--remove", *remove, "Remove the tag instead");
+    cmd->callback([=] {
+      auto c = RequireCatalog();
+      if (!c.ok()) return void(*rc = Fail(c.status()));
+      Status s = *remove ? (*c)->UntagColumn(*ds, *col, *tag) : (*c)->TagColumn(*ds, *col, *tag);
+      if (!s.ok()) return void(*rc = Fail(s));
+      std::printf("%s %s.%s %s\n", *remove ? "untagged" : "tagged", ds->c_str(), col->c_str(), tag->c_str());
+    });
+  }
+  {
+    auto* cmd = grp->add_subcommand("mask", "How tagged columns reach uncleared readers: hash (default), null or refuse");
+    auto ds = std::make_shared<std::string>();
+    auto mode = std::make_shared<std::string>();
+    cmd->add_option("DATASET", *ds, "namespace/table")->required();
+    cmd->add_option("MODE", *mode, "hash: a salted hash; null: nulls; refuse: reading the column is an error")
+        ->required();
+    cmd->callback([=] {
+      auto c = RequireCatalog();
+      if (!c.ok()) return void(*rc = Fail(c.status()));
+      auto m = catalog::ParseMaskMode(*mode);
+      if (!m.ok()) return void(*rc = Fail(m.status()));
+      Status s = (*c)->SetMaskPolicy(*ds, *m);
+      if (!s.ok()) return void(*rc = Fail(s));
+      std::printf("%s: tagged columns are %s for uncleared readers\n", ds->c_str(),
+                  *m == catalog::ReadPolicy::Mode::kRefuse ? "refused" : catalog::MaskModeName(*m));
     });
   }
   {

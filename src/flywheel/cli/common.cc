@@ -15,6 +15,7 @@ int Fail(const Status& s) {
     case absl::StatusCode::kInvalidArgument: return 2;
     case absl::StatusCode::kNotFound: return 3;
     case absl::StatusCode::kAborted: return 4;
+    case absl::StatusCode::kPermissionDenied: return 6;
     default: return 1;
   }
 }
@@ -58,9 +59,10 @@ Result<catalog::Catalog*> CliCatalog() {
   return g_catalog.get();
 }
 
-Result<std::string> TableArgument(const std::string& arg, bool for_create) {
+Result<std::string> AuthorizedTable(const std::string& arg, catalog::Privilege p, const std::string& action,
+                                    bool for_create) {
   FW_ASSIGN_OR_RETURN(catalog::Catalog * c, CliCatalog());
-  return catalog::ResolveTableArgument(c, arg, for_create);
+  return catalog::AuthorizeTable(c, arg, p, action, for_create);
 }
 
 void RecordTableWrite(const std::string& job_type, const table::Table& after, int64_t before,
@@ -76,7 +78,9 @@ void RecordTableWrite(const std::string& job_type, const table::Table& after, in
       FW_RETURN_IF_ERROR(run->Input(*prev));
     }
     FW_RETURN_IF_ERROR(run->Output(after));
-    return run->Finish(absl::OkStatus());
+    FW_RETURN_IF_ERROR(run->Finish(absl::OkStatus()));
+    return (*c)->Audit("commit", out.name,
+                       absl::StrCat("{\"version\": ", after.version(), ", \"operation\": \"", job_type, "\"}"));
   }();
   if (!s.ok()) {
     FW_LOG(WARNING) << "catalog: recording the " << job_type << " of " << after.uri() << ": " << s.message();

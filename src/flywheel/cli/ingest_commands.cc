@@ -122,7 +122,7 @@ void AddIngestCommands(CLI::App& app, int* rc) {
   cmd->callback([=] {
     interop::IngestOptions o;
     o.sources.assign(args->begin(), args->end() - 1);
-    auto where = TableArgument(args->back(), /*for_create=*/true);
+    auto where = AuthorizedTable(args->back(), catalog::Privilege::kWrite, "ingest", /*for_create=*/true);
     if (!where.ok()) return void(*rc = Fail(where.status()));
     o.table = *where;
     auto f = interop::ParseSourceFormat(*format);
@@ -221,7 +221,8 @@ Result<std::shared_ptr<table::Table>> OpenTableRef(const std::string& ref_arg) {
   // A dataset name (with an optional @VERSION/@TAG) when a catalog knows it.
   {
     const size_t at = ref.rfind('@');
-    FW_ASSIGN_OR_RETURN(std::string base, TableArgument(at == std::string::npos ? ref : ref.substr(0, at)));
+    FW_ASSIGN_OR_RETURN(std::string base, AuthorizedTable(at == std::string::npos ? ref : ref.substr(0, at),
+                                                          catalog::Privilege::kRead, "export"));
     if (at != std::string::npos) ref = base + ref.substr(at);
     else ref = base;
     path = ref;

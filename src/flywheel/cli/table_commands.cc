@@ -28,12 +28,15 @@ Result<std::shared_ptr<Table>> OpenTable(const Common& c) {
   table::OpenOptions o;
   if (c.version >= 0) o.version = c.version;
   if (!c.tag.empty()) o.tag = c.tag;
-  FW_ASSIGN_OR_RETURN(std::string path, TableArgument(c.path));
+  FW_ASSIGN_OR_RETURN(std::string path, AuthorizedTable(c.path, catalog::Privilege::kRead, "open"));
   return Table::Open(path, o);
 }
 
-Result<std::shared_ptr<Table>> OpenNamedTable(const std::string& arg) {
-  FW_ASSIGN_OR_RETURN(std::string path, TableArgument(arg));
+// A table named by path or dataset, checked for `p` when a catalog is configured.
+Result<std::shared_ptr<Table>> OpenNamedTable(const std::string& arg,
+                                              catalog::Privilege p = catalog::Privilege::kWrite,
+                                              const char* action = "write") {
+  FW_ASSIGN_OR_RETURN(std::string path, AuthorizedTable(arg, p, action));
   return Table::Open(path);
 }
 
@@ -106,7 +109,7 @@ void AddTableCommands(CLI::App& app, int* rc) {
       table::TableOptions to;
       to.shard.codec = *c;
       if (*page_size > 0) to.shard.page_size = static_cast<size_t>(*page_size);
-      auto where = TableArgument(*path, /*for_create=*/true);
+      auto where = AuthorizedTable(*path, catalog::Privilege::kWrite, "create", /*for_create=*/true);
       if (!where.ok()) return void(*rc = Fail(where.status()));
       auto t = Table::Create(*where, *s, to);
       if (!t.ok()) return void(*rc = Fail(t.status()));
@@ -240,7 +243,7 @@ void AddTableCommands(CLI::App& app, int* rc) {
     auto path = std::make_shared<std::string>();
     cmd->add_option("path", *path, "Table directory")->required();
     cmd->callback([=] {
-      auto t = OpenNamedTable(*path);
+      auto t = OpenNamedTable(*path, catalog::Privilege::kRead, "open");
       if (!t.ok()) return void(*rc = Fail(t.status()));
       auto versions = (*t)->Versions();
       if (!versions.ok()) return void(*rc = Fail(versions.status()));
