@@ -4,6 +4,8 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <map>
+
 #include "flywheel/catalog/catalog.h"
 #include "flywheel/catalog/recorder.h"
 #include "flywheel/table/table.h"
@@ -155,10 +157,148 @@ void RegisterCatalog(py::module_& m) {
              py::gil_scoped_release r;
              return catalog::LineageJson(ValueOrThrow(c.c().Downstream(n, depth)), false);
            })
-      .def("samples", [](PyCatalog& c, const std::string& node) {
-        Node n = ParseNode(node);
-        py::gil_scoped_release r;
-        return catalog::SampleSetJson(ValueOrThrow(c.c().Samples(n)));
+      .def("samples",
+           [](PyCatalog& c, const std::string& node) {
+             Node n = ParseNode(node);
+             py::gil_scoped_release r;
+             return catalog::SampleSetJson(ValueOrThrow(c.c().Samples(n)));
+           })
+      // ---- governance
+      .def("authorize_table",
+           [](PyCatalog& c, const std::string& arg, const std::string& privilege, const std::string& action,
+              bool create) {
+             auto p = ValueOrThrow(catalog::ParsePrivilege(privilege));
+             py::gil_scoped_release r;
+             return ValueOrThrow(catalog::AuthorizeTable(&c.c(), arg, p, action, create));
+           },
+           py::arg("arg"), py::arg("privilege"), py::arg("action"), py::arg("create") = false)
+      .def("dataset_of",
+           [](PyCatalog& c, const std::string& uri) {
+             py::gil_scoped_release r;
+             return ValueOrThrow(c.c().ResolveTable(uri)).name;
+           })
+      .def("grant",
+           [](PyCatalog& c, const std::string& who, const std::string& object, const std::string& privilege) {
+             auto p = ValueOrThrow(catalog::ParsePrivilege(privilege));
+             py::gil_scoped_release r;
+             ThrowIfError(c.c().Grant(who, object, p));
+           })
+      .def("revoke",
+           [](PyCatalog& c, const std::string& who, const std::string& object, const std::string& privilege) {
+             auto p = ValueOrThrow(catalog::ParsePrivilege(privilege));
+             py::gil_scoped_release r;
+             ThrowIfError(c.c().Revoke(who, object, p));
+           })
+      .def("grants",
+           [](PyCatalog& c, const std::string& object) {
+             std::vector<catalog::GrantInfo> g;
+             {
+               py::gil_scoped_release r;
+               g = ValueOrThrow(c.c().Grants(object));
+             }
+             py::list out;
+             for (const auto& x : g) {
+               out.append(py::make_tuple(x.principal, x.object, catalog::PrivilegeName(x.privilege), x.granted_by,
+                                         x.granted_ms));
+             }
+             return out;
+           },
+           py::arg("object") = "")
+      .def("has_privilege",
+           [](PyCatalog& c, const std::string& who, const std::string& object, const std::string& privilege) {
+             auto p = ValueOrThrow(catalog::ParsePrivilege(privilege));
+             py::gil_scoped_release r;
+             return ValueOrThrow(c.c().HasPrivilege(who, object, p));
+           })
+      .def("set_admin",
+           [](PyCatalog& c, const std::string& who, bool admin) {
+             py::gil_scoped_release r;
+             ThrowIfError(c.c().SetAdmin(who, admin));
+           })
+      .def("set_clearances",
+           [](PyCatalog& c, const std::string& who, const std::vector<std::string>& tags) {
+             py::gil_scoped_release r;
+             ThrowIfError(c.c().SetClearances(who, tags));
+           })
+      .def("principal_info",
+           [](PyCatalog& c, const std::string& who) {
+             catalog::PrincipalInfo p;
+             {
+               py::gil_scoped_release r;
+               p = ValueOrThrow(c.c().GetPrincipal(who));
+             }
+             return py::make_tuple(p.name, p.admin, p.clearances);
+           })
+      .def("tag_column",
+           [](PyCatalog& c, const std::string& ds, const std::string& col, const std::string& tag, bool remove) {
+             py::gil_scoped_release r;
+             ThrowIfError(remove ? c.c().UntagColumn(ds, col, tag) : c.c().TagColumn(ds, col, tag));
+           },
+           py::arg("dataset"), py::arg("column"), py::arg("tag"), py::arg("remove") = false)
+      .def("column_tags",
+           [](PyCatalog& c, const std::string& ds) {
+             py::gil_scoped_release r;
+             return ValueOrThrow(c.c().ColumnTags(ds));
+           })
+      .def("set_mask_policy",
+           [](PyCatalog& c, const std::string& ds, const std::string& mode) {
+             auto m = ValueOrThrow(catalog::ParseMaskMode(mode));
+             py::gil_scoped_release r;
+             ThrowIfError(c.c().SetMaskPolicy(ds, m));
+           })
+      .def("read_policy",
+           [](PyCatalog& c, const std::string& ds) {
+             catalog::ReadPolicy p;
+             {
+               py::gil_scoped_release r;
+               p = ValueOrThrow(c.c().ReadPolicyFor(ds));
+             }
+             py::list cols;
+             for (const auto& col : p.columns) cols.append(py::make_tuple(col.name, col.tags));
+             return py::make_tuple(std::string(catalog::MaskModeName(p.mode)), cols, p.salt);
+           })
+      .def("audit",
+           [](PyCatalog& c, const std::string& action, const std::string& object, const std::string& detail) {
+             py::gil_scoped_release r;
+             ThrowIfError(c.c().Audit(action, object, detail));
+           },
+           py::arg("action"), py::arg("object"), py::arg("detail") = "{}")
+      .def("audit_events",
+           [](PyCatalog& c, int64_t after, int64_t limit) {
+             std::vector<catalog::AuditEvent> ev;
+             {
+               py::gil_scoped_release r;
+               ev = ValueOrThrow(c.c().AuditEvents(after, limit));
+             }
+             py::list out;
+             for (const auto& e : ev) {
+               py::dict d;
+               d["seq"] = e.seq;
+               d["time_ms"] = e.time_ms;
+               d["principal"] = e.principal;
+               d["action"] = e.action;
+               d["object"] = e.object;
+               d["detail"] = e.detail_json;
+               d["prev_hash"] = e.prev_hash;
+               d["hash"] = e.hash;
+               out.append(d);
+             }
+             return out;
+           },
+           py::arg("after") = 0, py::arg("limit") = 1000)
+      .def("verify_audit", [](PyCatalog& c) {
+        catalog::AuditVerifyResult v;
+        {
+          py::gil_scoped_release r;
+          v = ValueOrThrow(c.c().VerifyAudit());
+        }
+        py::dict d;
+        d["ok"] = v.ok;
+        d["events"] = v.events;
+        d["first_bad_seq"] = v.first_bad_seq;
+        d["problem"] = v.problem;
+        d["head_hash"] = v.head_hash;
+        return d;
       });
 }
 

@@ -149,6 +149,76 @@ class Catalog:
         """A run of ``job`` on this catalog (see :func:`flywheel.run`)."""
         return Run(self, job, params, job_type)
 
+    # ----------------------------------------------------------- governance
+    def grant(self, privilege: str, object: str, principal: str) -> None:
+        """Gives ``principal`` READ, WRITE or ADMIN on ``object`` ("*" = the
+        catalog, a namespace, or "ns/t"); inherited downward. Needs ADMIN on
+        the object; PermissionError otherwise."""
+        self._c.grant(principal, object, privilege)
+
+    def revoke(self, privilege: str, object: str, principal: str) -> None:
+        """Takes a grant back (FileNotFoundError when there is none)."""
+        self._c.revoke(principal, object, privilege)
+
+    def grants(self, object: Optional[str] = None) -> List[Dict[str, Any]]:
+        """[{"principal", "object", "privilege", "granted_by", "granted_ms"}]."""
+        return [dict(zip(("principal", "object", "privilege", "granted_by", "granted_ms"), g))
+                for g in self._c.grants(object or "")]
+
+    def allowed(self, principal: str, object: str, privilege: str) -> bool:
+        """Whether ``principal`` holds ``privilege`` on ``object`` (no audit)."""
+        return self._c.has_privilege(principal, object, privilege)
+
+    def set_admin(self, principal: str, admin: bool = True) -> None:
+        """Makes ``principal`` a catalog admin, or not (admins only)."""
+        self._c.set_admin(principal, bool(admin))
+
+    def set_clearances(self, principal: str, tags: List[str]) -> None:
+        """The column tags ``principal`` may read unmasked (admins only)."""
+        self._c.set_clearances(principal, list(tags))
+
+    def whoami(self) -> Dict[str, Any]:
+        """{"principal", "admin", "clearances"} of the acting principal."""
+        name, admin, clear = self._c.principal_info(self.principal)
+        return {"principal": name, "admin": admin, "clearances": list(clear)}
+
+    def tag_column(self, dataset: str, column: str, tag: str) -> None:
+        """Tags a column (e.g. "pii"); readers not cleared for the tag get it
+        masked or refused (:meth:`set_mask`). Needs ADMIN on the dataset."""
+        self._c.tag_column(dataset, column, tag, False)
+
+    def untag_column(self, dataset: str, column: str, tag: str) -> None:
+        self._c.tag_column(dataset, column, tag, True)
+
+    def column_tags(self, dataset: str) -> Dict[str, List[str]]:
+        return dict(self._c.column_tags(dataset))
+
+    def set_mask(self, dataset: str, mode: str) -> None:
+        """How tagged columns reach uncleared readers: "hash" (default: a
+        salted hash, stable per dataset, so joins and counts still work),
+        "null", or "refuse" (reading the column raises PermissionError)."""
+        self._c.set_mask_policy(dataset, mode)
+
+    def read_policy(self, dataset: str) -> Dict[str, Any]:
+        """What the acting principal may see of ``dataset``: {"mode",
+        "columns": {column: [uncleared tags]}} (empty: everything)."""
+        mode, cols, _salt = self._c.read_policy(dataset)
+        return {"mode": mode, "columns": {c: list(t) for c, t in cols}}
+
+    def audit_log(self, after: int = 0, limit: int = 1000) -> List[Dict[str, Any]]:
+        """Audit events after sequence number ``after``."""
+        out = []
+        for e in self._c.audit_events(int(after), int(limit)):
+            e = dict(e)
+            e["detail"] = json.loads(e["detail"])
+            out.append(e)
+        return out
+
+    def verify_audit(self) -> Dict[str, Any]:
+        """Recomputes the audit hash chain: {"ok", "events", "first_bad_seq",
+        "problem", "head_hash"}."""
+        return dict(self._c.verify_audit())
+
 
 # --------------------------------------------------------------- defaults
 _lock = threading.Lock()
@@ -314,13 +384,102 @@ def run(job: str, params: Optional[Mapping[str, Any]] = None, job_type: str = "t
 
 
 # -------------------------------------------------- hooks for flywheel itself
-def _resolve(arg: PathLike, create: bool = False) -> str:
-    """A table argument: a dataset name through the process's catalog, else the path."""
+def _authorize(arg: PathLike, privilege: str, action: str, create: bool = False) -> str:
+    """A table argument (a dataset name through the process's catalog, else a
+    path), checked for ``privilege`` and audited as ``action`` when a catalog
+    is configured. PermissionError names the principal, dataset and privilege."""
     text = os.fspath(arg)
     cat = default_catalog()
     if cat is None:
         return text
-    return cat.resolve(text, create)
+    return cat._c.authorize_table(text, privilege, action, create)
+
+
+class _Policy:
+    """The masking a reader gets for one table (or the union over a loader's
+    tables): column -> (mode, salt, dataset, tags)."""
+
+    __slots__ = ("columns", "principal")
+
+    def __init__(self, columns: Dict[str, Tuple[str, str, str, List[str]]], principal: str):
+        self.columns = columns
+        self.principal = principal
+
+    def check(self, requested: Optional[List[str]]) -> None:
+        """PermissionError when a refused column is requested (None = all)."""
+        for col, (mode, _salt, ds, tags) in self.columns.items():
+            if mode == "refuse" and (requested is None or col in requested):
+                raise PermissionError(
+                    f"column {col!r} of {ds!r} is tagged {', '.join(tags)} and principal {self.principal!r} is not "
+                    f"cleared for it (the dataset refuses it); leave it out with columns=[...]")
+
+    def apply(self, batch: Dict[str, Any]) -> Dict[str, Any]:
+        for col, (mode, salt, _ds, _tags) in self.columns.items():
+            if col in batch:
+                batch[col] = _mask_values(batch[col], mode, salt)
+        return batch
+
+
+def _policy_for(uris: List[str]) -> Optional[_Policy]:
+    """The read policy of the acting principal over the tables at ``uris``,
+    or None when nothing is masked (or there is no catalog)."""
+    cat = default_catalog()
+    if cat is None:
+        return None
+    cols: Dict[str, Tuple[str, str, str, List[str]]] = {}
+    for uri in uris:
+        ds = cat._c.dataset_of(uri)
+        mode, columns, salt = cat._c.read_policy(ds)
+        for col, tags in columns:
+            prev = cols.get(col)
+            # The strictest mode wins when tables of a mixture differ.
+            if prev is None or ["hash", "null", "refuse"].index(mode) > ["hash", "null", "refuse"].index(prev[0]):
+                cols[col] = (mode, salt, ds, list(tags))
+    return _Policy(cols, cat.principal) if cols else None
+
+
+def _digest(salt: str, value: bytes) -> bytes:
+    import hashlib
+    return hashlib.sha256(salt.encode() + b"\x00" + value).digest()
+
+
+def _mask_values(values: Any, mode: str, salt: str) -> Any:
+    """A column with every value replaced: "hash" keeps strings, bytes and
+    integers joinable (salted SHA-256: "h:<16 hex>" for strings, 8 bytes for
+    binary, the first 8 bytes as a number for integers); other types and
+    "null" become nulls with zeroed storage (the original bytes are gone)."""
+    import numpy as np
+    from ._convert import ListArray
+    if isinstance(values, ListArray):
+        n = len(values.offsets) - 1
+        return ListArray(np.zeros(n + 1, np.int64), values.values[:0], np.ones(n, bool))
+    if isinstance(values, np.ndarray):
+        data = np.asarray(values)
+        n = data.shape[0]
+        if mode == "hash" and data.dtype.kind in "iu" and data.ndim == 1:
+            old_mask = np.ma.getmaskarray(values) if isinstance(values, np.ma.MaskedArray) else None
+            out = np.empty(n, dtype=data.dtype)
+            for i, v in enumerate(data.tolist()):
+                h = int.from_bytes(_digest(salt, str(int(v)).encode())[:8], "little", signed=False)
+                out[i] = np.array(h, dtype=np.uint64).astype(data.dtype)
+            if old_mask is not None and old_mask.any():
+                out[old_mask] = 0
+                return np.ma.MaskedArray(out, mask=old_mask)
+            return out
+        return np.ma.MaskedArray(np.zeros_like(data), mask=np.ones(data.shape, bool))
+    if isinstance(values, list):
+        if mode == "hash":
+            out = []
+            for v in values:
+                if v is None:
+                    out.append(None)
+                elif isinstance(v, bytes):
+                    out.append(_digest(salt, v)[:8])
+                else:
+                    out.append("h:" + _digest(salt, str(v).encode()).hex()[:16])
+            return out
+        return [None] * len(values)
+    raise TypeError(f"cannot mask a column of type {type(values).__name__}")
 
 
 def _note_read(uri: str, version: int) -> None:

@@ -83,7 +83,7 @@ def ingest(sources: Union[str, Sequence[str]], table: str, *, format: str = "aut
     Ctrl-C (KeyboardInterrupt) stops the ingest; the table stays at its last
     commit.
     """
-    where = _catalog._resolve(table, create=True)
+    where = _catalog._authorize(table, "WRITE", "ingest", create=True)
     result = _core.ingest(_strs(sources), where, format=format, columns=_strs(columns), threads=int(threads),
                           on_error=on_error, commit_every=int(commit_every), schema=schema or "",
                           overrides=dict(types or {}), delimiter=delimiter, header=bool(header), progress=progress)

@@ -47,12 +47,12 @@ def _table_ref(t: TableLike, version: Optional[int], tag: Optional[str]):
     if hasattr(t, "path") and hasattr(t, "version") and not isinstance(t, (str, bytes, os.PathLike)):
         if version is not None or tag is not None:
             raise ValueError("version= and tag= apply to table paths; an open Table is read at its own version")
-        return (str(t.path), int(t.version), None)
+        return (_catalog._authorize(str(t.path), "READ", "read"), int(t.version), None)
     if not isinstance(t, (str, os.PathLike)):
         raise TypeError(f"tables: expected a path or a flywheel.Table, got {type(t).__name__}")
     if version is not None and tag is not None:
         raise ValueError("pass at most one of version= and tag=")
-    return (_catalog._resolve(t), version, tag)
+    return (_catalog._authorize(t, "READ", "read"), version, tag)
 
 
 def _table_files(paths: Sequence[str]) -> List[str]:
@@ -199,6 +199,11 @@ class Loader:
             self._torch = torch
         self._started: Optional[float] = None
         self._paths = [r[0] for r in refs]
+        # The catalog's masking for this reader (docs/catalog.md): refused
+        # columns fail here, masked ones are replaced in every batch.
+        self._policy = _catalog._policy_for(self._paths)
+        if self._policy is not None:
+            self._policy.check(list(columns) if columns is not None else None)
         self._num_tables = len(refs)
         self._raw_bps: Optional[float] = None
 
@@ -248,6 +253,8 @@ class Loader:
             return None
         _epoch, _position, columns, indices, tables = out
         batch = batch_from_core(columns)
+        if self._policy is not None:
+            batch = self._policy.apply(batch)
         if self._return_indices:
             batch["__index__"] = indices
             if self.num_tables > 1:

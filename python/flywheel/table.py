@@ -66,13 +66,14 @@ class Table:
     GIL.
     """
 
-    __slots__ = ("_t",)
+    __slots__ = ("_t", "_policy")
 
     def __init__(self, core: "_core.Table"):
         """Internal: wraps a ``_core.Table``. Use :meth:`create` or :meth:`open`."""
         if not isinstance(core, _core.Table):
             raise TypeError("use flywheel.Table.create() or flywheel.Table.open()")
         self._t = core
+        self._policy: Any = False  # the catalog's masking for this reader; False = not looked up yet
 
     # ------------------------------------------------------------------ open
 
@@ -102,7 +103,7 @@ class Table:
           ValueError: bad schema, type, codec or page size.
           FileExistsError: a table exists at ``path``.
         """
-        core = _core.Table.create(_catalog._resolve(path, create=True), _fields_of(schema), codec, page_size,
+        core = _core.Table.create(_catalog._authorize(path, "WRITE", "create", create=True), _fields_of(schema), codec, page_size,
                                   _props(properties))
         t = cls(core)
         t._written("create", None)
@@ -120,7 +121,7 @@ class Table:
             message lists the retained range) or no such tag.
           ValueError: both ``version`` and ``tag`` given.
         """
-        return cls(_core.Table.open(_catalog._resolve(path), version, tag))
+        return cls(_core.Table.open(_catalog._authorize(path, "READ", "open"), version, tag))
 
     # ------------------------------------------------------------ properties
 
@@ -204,9 +205,12 @@ class Table:
 
         Raises KeyError for an unknown column (at the call, not on iteration).
         """
+        policy = self._read_check(columns)
         it = self._t.scan(_names(columns), int(batch_rows or 0))
         _catalog._note_read(self.path, self.version)
-        return (batch_from_core(b) for b in it)
+        if policy is None:
+            return (batch_from_core(b) for b in it)
+        return (policy.apply(batch_from_core(b)) for b in it)
 
     def take(self, indices: Union[Sequence[int], np.ndarray],
              columns: Optional[Sequence[str]] = None) -> Dict[str, Any]:
@@ -216,9 +220,22 @@ class Table:
         Raises IndexError for an index outside ``[0, num_rows)`` (negative
         indices are not wrapped), KeyError for an unknown column.
         """
+        policy = self._read_check(columns)
         out = batch_from_core(self._t.take(indices_to_core(indices), _names(columns)))
         _catalog._note_read(self.path, self.version)
-        return out
+        return out if policy is None else policy.apply(out)
+
+    def _read_check(self, columns: Optional[Sequence[str]]):
+        """With a catalog: READ checked and audited, and the masking this
+        reader gets (None: none). Refused columns raise PermissionError."""
+        if _catalog.default_catalog() is None:
+            return None
+        _catalog._authorize(self.path, "READ", "read")
+        if self._policy is False:
+            self._policy = _catalog._policy_for([self.path])
+        if self._policy is not None:
+            self._policy.check(_names(columns) or None)
+        return self._policy
 
     def to_dict(self, columns: Optional[Sequence[str]] = None) -> Dict[str, Any]:
         """The whole version as one ``{column: data}`` batch (copies)."""
@@ -236,6 +253,16 @@ class Table:
         Columns ingested from Parquet dates, timestamps and decimals get those
         types back (docs/ingest.md, "Export"). codec: none, snappy, gzip,
         brotli, zstd or lz4_raw."""
+        if _catalog.default_catalog() is not None:
+            _catalog._authorize(self.path, "READ", "export")
+            policy = _catalog._policy_for([self.path])
+            if policy is not None:
+                wanted = _names(columns) or list(self.schema)
+                hidden = [c for c in wanted if c in policy.columns]
+                if hidden:
+                    raise PermissionError(
+                        f"columns {hidden} of {self.path} are tagged and principal {policy.principal!r} is not "
+                        f"cleared for them; export the others with columns=[...] (exports are never masked)")
         n = _core.export_parquet(self.path, self.version, str(path), _names(columns), codec, int(row_group_rows))
         out = "file:" + os.path.abspath(str(path))
         _catalog._record_op("export", f"export:{self.path}", [(self.path, self.version)], [out],
@@ -279,6 +306,7 @@ class Table:
             length, or nulls in a non-nullable column.
           flywheel.CommitConflict: a concurrent overwrite won.
         """
+        self._write_check()
         before = self.version
         self._t.append(self._core_columns(data, self._t.fields()), _props(properties))
         self._written("append", before)
@@ -290,6 +318,7 @@ class Table:
         returns the new version. Every non-nullable column must be given;
         omitted nullable ones read null. Older versions keep their rows."""
         fields = _fields_of(schema) if schema is not None else self._t.fields()
+        self._write_check()
         cols = self._core_columns(data, fields)
         before = self.version
         self._t.overwrite(cols, None if schema is None else fields, _props(properties))
@@ -309,6 +338,7 @@ class Table:
         """
         if (indices is None) == (where is None):
             raise ValueError("give indices or where=..., not both")
+        self._write_check()
         before = self.version
         if where is not None:
             n = self._t.delete_where(where, _props(properties))
@@ -340,6 +370,7 @@ class Table:
             default_json = "1" if default else "0"
         else:
             default_json = json.dumps(default)
+        self._write_check()
         before = self.version
         self._t.add_column(name, type_text, bool(nullable), default_json, _props(properties))
         self._written("add_column", before)
@@ -351,15 +382,24 @@ class Table:
         (default 1M) or at least ``max_deleted_fraction`` deleted (default
         0.1); returns the number of fragments rewritten (0: nothing to do,
         no commit)."""
+        self._write_check()
         before = self.version
         n = self._t.compact(target_rows, max_deleted_fraction, _props(properties))
         if self.version != before:
             self._written("compact", before)
         return n
 
+    def _write_check(self) -> None:
+        if _catalog.default_catalog() is not None:
+            _catalog._authorize(self.path, "WRITE", "write")
+
     def _written(self, op: str, before: Optional[int]) -> None:
         """Lineage of a write: an output of the active flywheel.run, or a run
         of its own when a catalog is configured (docs/catalog.md)."""
+        cat = _catalog.default_catalog()
+        if cat is not None:
+            cat._c.audit("commit", cat._c.dataset_of(self.path),
+                         json.dumps({"version": self.version, "operation": op}))
         run = _catalog.current_run()
         if run is not None:
             run._note_write(self.path, self.version)
