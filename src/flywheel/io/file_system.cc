@@ -225,6 +225,16 @@ class PosixFs final : public FileSystem {
     return absl::OkStatus();
   }
 
+  Status Replace(const std::string& path, std::string_view data) override {
+    FW_ASSIGN_OR_RETURN(std::string tmp, WriteTemp(path, data, /*sync=*/true));
+    if (::rename(tmp.c_str(), path.c_str()) != 0) {
+      const int err = errno;
+      ::unlink(tmp.c_str());
+      return ErrnoStatus(err, "replacing", path);
+    }
+    return SyncDir(DirName(path));
+  }
+
   Result<std::vector<FileInfo>> List(const std::string& dir) override {
     DIR* d = ::opendir(dir.c_str());
     if (d == nullptr) return ErrnoStatus(errno, "listing", dir);

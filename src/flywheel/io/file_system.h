@@ -86,6 +86,10 @@ class FileSystem {
   virtual Status PutIfAbsent(const std::string& path, std::string_view data) = 0;
   // Atomically creates or replaces `path` (hints only; see above).
   virtual Status Put(const std::string& path, std::string_view data) = 0;
+  // Atomically and durably replaces `path` (which may not exist): readers see
+  // the old or the new bytes, never a mix, and the new bytes survive a crash
+  // once this returns. Only erasure rewrites published files this way.
+  virtual Status Replace(const std::string& path, std::string_view data) = 0;
   // Entries of a directory (not recursive), sorted by name. NotFound if absent.
   virtual Result<std::vector<FileInfo>> List(const std::string& dir) = 0;
   virtual Result<FileInfo> Stat(const std::string& path) = 0;

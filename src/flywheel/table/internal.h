@@ -77,6 +77,26 @@ struct Table::Impl {
                                   const format::Field& field, const int64_t* rows, size_t n);
 };
 
+// A parsed `column OP value` predicate, matched against columns of the
+// predicate's field (shared by DeleteWhere and Erase).
+class PredicateMatcher {
+ public:
+  // `what` prefixes errors ("delete from /t", "erase from /t").
+  static Result<PredicateMatcher> Make(const format::Schema& schema, const Predicate& pred, std::string_view what);
+  const format::Field& field() const { return field_; }
+  // Appends base + i for every row i of `c` that matches (nulls never do).
+  Status Match(const format::Column& c, int64_t base, std::vector<int64_t>* out) const;
+
+ private:
+  format::Field field_;
+  std::string op_;
+  double number_ = 0;
+  std::string text_;
+};
+
+// The file and shard column of `field_id` in fragment `f`; false if absent.
+bool FindField(const Fragment& f, int32_t field_id, const DataFile** file);
+
 // The fragment of `m` with id `id`, or nullptr.
 inline const Fragment* FindFragment(const Manifest& m, int64_t id) {
   for (const auto& f : m.fragments) {

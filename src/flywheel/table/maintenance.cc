@@ -313,61 +313,74 @@ void MatchFixed(const Column& c, double v, const std::string& op, int64_t base, 
 
 }  // namespace
 
-Result<int64_t> Table::DeleteWhere(const Predicate& pred, const CommitOptions& commit) {
-  const int ci = schema().FieldIndex(pred.column);
+Result<PredicateMatcher> PredicateMatcher::Make(const format::Schema& schema, const Predicate& pred,
+                                                 std::string_view what) {
+  const int ci = schema.FieldIndex(pred.column);
   if (ci < 0) {
-    return absl::NotFoundError(absl::StrCat("delete from ", uri_, ": no column '", pred.column,
-                                            "' (columns: ", schema().ToString(), ")"));
+    return absl::NotFoundError(absl::StrCat(AsAbsl(what), ": no column '", pred.column, "' (columns: ",
+                                            schema.ToString(), ")"));
   }
-  const format::DataType& type = schema().fields[ci].type;
+  PredicateMatcher m;
+  m.field_ = schema.fields[ci];
+  m.op_ = pred.op;
+  const format::DataType& type = m.field_.type;
   nlohmann::json value;
   try {
     value = nlohmann::json::parse(pred.value);
   } catch (const nlohmann::json::exception&) {
-    return absl::InvalidArgumentError(absl::StrCat("delete: value '", pred.value, "' is not JSON"));
+    return absl::InvalidArgumentError(absl::StrCat(AsAbsl(what), ": value '", pred.value, "' is not JSON"));
   }
   const bool is_string = type.id == format::TypeId::kString || type.id == format::TypeId::kBinary;
   if (is_string ? !value.is_string() : !(value.is_number() || value.is_boolean())) {
-    return absl::InvalidArgumentError(absl::StrCat("delete: column '", pred.column, "' is ", type.ToString(),
+    return absl::InvalidArgumentError(absl::StrCat(AsAbsl(what), ": column '", pred.column, "' is ", type.ToString(),
                                                    "; compare it with a ", is_string ? "string" : "number"));
   }
   if (!is_string && (!type.is_fixed_width() || type.num_elements() != 1)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("delete: predicates need a scalar or string column; '", pred.column, "' is ", type.ToString()));
+    return absl::InvalidArgumentError(absl::StrCat(AsAbsl(what), ": predicates need a scalar or string column; '",
+                                                   pred.column, "' is ", type.ToString()));
   }
+  m.number_ = value.is_string() ? 0 : value.is_boolean() ? (value.get<bool>() ? 1.0 : 0.0) : value.get<double>();
+  m.text_ = value.is_string() ? value.get<std::string>() : "";
+  return m;
+}
+
+Status PredicateMatcher::Match(const Column& c, int64_t base, std::vector<int64_t>* out) const {
+  using format::TypeId;
+  const double v = number_;
+  switch (field_.type.id) {
+    case TypeId::kString:
+    case TypeId::kBinary:
+      for (int64_t i = 0; i < c.length; ++i) {
+        if (c.IsValid(i) && Compare(c.GetBytes(i), std::string_view(text_), op_)) out->push_back(base + i);
+      }
+      return absl::OkStatus();
+    case TypeId::kBool: MatchFixed<uint8_t>(c, v, op_, base, out); return absl::OkStatus();
+    case TypeId::kInt8: MatchFixed<int8_t>(c, v, op_, base, out); return absl::OkStatus();
+    case TypeId::kInt16: MatchFixed<int16_t>(c, v, op_, base, out); return absl::OkStatus();
+    case TypeId::kInt32: MatchFixed<int32_t>(c, v, op_, base, out); return absl::OkStatus();
+    case TypeId::kInt64: MatchFixed<int64_t>(c, v, op_, base, out); return absl::OkStatus();
+    case TypeId::kUInt8: MatchFixed<uint8_t>(c, v, op_, base, out); return absl::OkStatus();
+    case TypeId::kUInt16: MatchFixed<uint16_t>(c, v, op_, base, out); return absl::OkStatus();
+    case TypeId::kUInt32: MatchFixed<uint32_t>(c, v, op_, base, out); return absl::OkStatus();
+    case TypeId::kUInt64: MatchFixed<uint64_t>(c, v, op_, base, out); return absl::OkStatus();
+    case TypeId::kFloat32: MatchFixed<float>(c, v, op_, base, out); return absl::OkStatus();
+    case TypeId::kFloat64: MatchFixed<double>(c, v, op_, base, out); return absl::OkStatus();
+    default:
+      return absl::InvalidArgumentError(absl::StrCat("cannot compare ", field_.type.ToString()));
+  }
+}
+
+Result<int64_t> Table::DeleteWhere(const Predicate& pred, const CommitOptions& commit) {
+  FW_ASSIGN_OR_RETURN(PredicateMatcher matcher, PredicateMatcher::Make(schema(), pred, absl::StrCat("delete from ", uri_)));
   ScanOptions so;
   so.columns = {pred.column};
   FW_ASSIGN_OR_RETURN(auto it, Scan(so));
   std::vector<int64_t> matches;
   int64_t base = 0;
-  const double v = value.is_string() ? 0 : value.get<double>();
-  const std::string sv = value.is_string() ? value.get<std::string>() : "";
   while (true) {
     FW_ASSIGN_OR_RETURN(auto batch, it->Next());
     if (!batch) break;
-    const Column& c = batch->columns[0];
-    using format::TypeId;
-    switch (type.id) {
-      case TypeId::kString:
-      case TypeId::kBinary:
-        for (int64_t i = 0; i < c.length; ++i) {
-          if (c.IsValid(i) && Compare(c.GetBytes(i), std::string_view(sv), pred.op)) matches.push_back(base + i);
-        }
-        break;
-      case TypeId::kBool: MatchFixed<uint8_t>(c, v, pred.op, base, &matches); break;
-      case TypeId::kInt8: MatchFixed<int8_t>(c, v, pred.op, base, &matches); break;
-      case TypeId::kInt16: MatchFixed<int16_t>(c, v, pred.op, base, &matches); break;
-      case TypeId::kInt32: MatchFixed<int32_t>(c, v, pred.op, base, &matches); break;
-      case TypeId::kInt64: MatchFixed<int64_t>(c, v, pred.op, base, &matches); break;
-      case TypeId::kUInt8: MatchFixed<uint8_t>(c, v, pred.op, base, &matches); break;
-      case TypeId::kUInt16: MatchFixed<uint16_t>(c, v, pred.op, base, &matches); break;
-      case TypeId::kUInt32: MatchFixed<uint32_t>(c, v, pred.op, base, &matches); break;
-      case TypeId::kUInt64: MatchFixed<uint64_t>(c, v, pred.op, base, &matches); break;
-      case TypeId::kFloat32: MatchFixed<float>(c, v, pred.op, base, &matches); break;
-      case TypeId::kFloat64: MatchFixed<double>(c, v, pred.op, base, &matches); break;
-      default:
-        return absl::InvalidArgumentError(absl::StrCat("delete: cannot compare ", type.ToString()));
-    }
+    FW_RETURN_IF_ERROR(matcher.Match(batch->columns[0], base, &matches));
     base += batch->num_rows;
   }
   if (matches.empty()) return 0;

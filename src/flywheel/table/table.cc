@@ -264,8 +264,6 @@ Result<std::shared_ptr<const DeletionVector>> Table::Impl::Deletions(const std::
   return shared;
 }
 
-namespace {
-// Finds the file and column of `field_id` in fragment `f`; false if absent.
 bool FindField(const Fragment& f, int32_t field_id, const DataFile** file) {
   for (const auto& df : f.files) {
     if (std::find(df.field_ids.begin(), df.field_ids.end(), field_id) != df.field_ids.end()) {
@@ -275,6 +273,8 @@ bool FindField(const Fragment& f, int32_t field_id, const DataFile** file) {
   }
   return false;
 }
+
+namespace {
 
 Result<int> ShardColumn(const format::ShardReader& r, const format::Field& field) {
   for (int i = 0; i < r.schema().num_fields(); ++i) {

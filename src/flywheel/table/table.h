@@ -103,6 +103,25 @@ struct VacuumResult {
   uint64_t bytes_freed = 0;
 };
 
+struct EraseOptions {
+  // Report what would be erased (rows per version, fragments) and change nothing.
+  bool dry_run = false;
+  // Rounds of re-reading versions that writers committed during the erasure
+  // before giving up with Aborted (each round rewrites what the last missed).
+  int max_rounds = 8;
+};
+
+struct EraseResult {
+  int64_t rows_erased = 0;                     // physical rows removed from data files
+  std::map<int64_t, int64_t> rows_by_version;  // live rows that left each retained version
+  std::vector<int64_t> versions_rewritten;     // manifests replaced
+  int64_t fragments_scanned = 0;               // key columns read (the rest were ruled out by the key index)
+  int64_t fragments_skipped = 0;               // ruled out by the key index without reading
+  int64_t fragments_rewritten = 0;
+  std::vector<std::string> files_written;      // relative paths
+  std::vector<std::string> files_deleted;      // the old files that held the rows (relative paths)
+};
+
 // A comparison `column op value` for DeleteWhere. `value` is JSON text: a
 // number for numeric columns, a string for string columns.
 struct Predicate {
@@ -203,6 +222,16 @@ class Table {
   Result<std::map<std::string, int64_t>> Tags() const;
   Result<ExpireResult> Expire(const ExpireOptions& options);
   Result<VacuumResult> Vacuum(const VacuumOptions& options = {});
+  // Erasure (right to be forgotten): removes the rows matching `pred` from
+  // the data files of every retained version, replacing the manifests that
+  // referenced them, so time travel to any version still works and no
+  // version returns those rows; then deletes the old files, and any
+  // unreferenced data file that holds matching rows. Rows of other users
+  // keep their values; row numbers after an erased row shift down. Not a
+  // commit: no new version. Equality predicates use a per-file key index
+  // (_erase_index/) so repeated erasures read only the files that may hold
+  // the key. docs/format/table.md, "Erasure".
+  Result<EraseResult> Erase(const Predicate& pred, const EraseOptions& options = {});
 
   // Internal: used by the implementation (commit.cc); not part of the API.
   struct Impl;
