@@ -107,6 +107,19 @@ Result<AuditVerifyResult> Catalog::VerifyAudit() {
       ++res.events;
     }
   }
+  // Rows the walk above cannot reach (a sequence number <= 0) are
+  // insertions too.
+  {
+    std::lock_guard<std::mutex> lock(mu_->mu);
+    FW_ASSIGN_OR_RETURN(SqlRows all, db_->Query("SELECT count(*), coalesce(min(seq), 1) FROM audit"));
+    if (all.at(0).Int(0) != res.events) {
+      res.ok = false;
+      res.first_bad_seq = all.at(0).Int(1);
+      res.problem = absl::StrCat(all.at(0).Int(0) - res.events, " stored event(s) are outside the chain (sequence ",
+                                 all.at(0).Int(1), ")");
+      return res;
+    }
+  }
   res.head_hash = prev;
   return res;
 }

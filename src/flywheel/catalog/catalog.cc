@@ -177,6 +177,7 @@ Status ValidateNamePart(std::string_view part, std::string_view what, const std:
   if (part.empty()) return bad("is empty");
   if (part.size() > 128) return bad("is longer than 128 bytes");
   if (part == "." || part == "..") return bad("may not be '.' or '..'");
+  if (part == "*") return bad("may not be '*' (it names the whole catalog in grants)");
   for (unsigned char c : part) {
     if (c < 0x20 || c == 0x7f) return bad("contains a control character");
     if (c == '\\') return bad("contains '\\'");
@@ -400,6 +401,22 @@ Result<std::string> Catalog::DefaultLocation(const std::string& name) const {
 
 Result<DatasetInfo> Catalog::RegisterDataset(const std::string& name, const std::string& uri) {
   FW_RETURN_IF_ERROR(ValidateDatasetName(name));
+  const std::string ns = name.substr(0, name.find('/'));
+  bool ns_exists = false;
+  {
+    std::lock_guard<std::mutex> lock(mu_->mu);
+    FW_ASSIGN_OR_RETURN(SqlRows rows, db_->Query("SELECT name FROM namespaces WHERE name = ?", {ns}));
+    ns_exists = !rows.empty();
+  }
+  // Naming a table in a namespace takes WRITE on it; opening a namespace
+  // takes WRITE on the catalog. The registrant then owns what it made.
+  FW_RETURN_IF_ERROR(Authorize(ns_exists ? ns : "*", Privilege::kWrite, "register",
+                               json{{"dataset", name}, {"uri", AbsolutePath(uri)}}.dump()));
+  return Register(name, uri, /*own_namespace=*/true);
+}
+
+Result<DatasetInfo> Catalog::Register(const std::string& name, const std::string& uri, bool own_namespace) {
+  FW_RETURN_IF_ERROR(ValidateDatasetName(name));
   const std::string abs = AbsolutePath(uri);
   const std::string ns = name.substr(0, name.find('/'));
   std::lock_guard<std::mutex> lock(mu_->mu);
@@ -432,7 +449,9 @@ Result<DatasetInfo> Catalog::RegisterDataset(const std::string& name, const std:
         "INSERT INTO grants (principal, object, privilege, granted_by, granted_ms) VALUES (?, ?, 'ADMIN', ?, ?) "
         "ON CONFLICT DO NOTHING";
     FW_RETURN_IF_ERROR(db_->Exec(kOwner, {principal_, name, std::string("owner"), now}));
-    if (!new_ns.empty()) FW_RETURN_IF_ERROR(db_->Exec(kOwner, {principal_, ns, std::string("owner"), now}));
+    if (own_namespace && !new_ns.empty()) {
+      FW_RETURN_IF_ERROR(db_->Exec(kOwner, {principal_, ns, std::string("owner"), now}));
+    }
     info = DatasetInfo{name, ns, abs, now};
     return absl::OkStatus();
   }));
@@ -475,7 +494,7 @@ Result<DatasetInfo> Catalog::ResolveTable(const std::string& uri) {
     fs::path rel = fs::path(abs).lexically_relative(options_.warehouse);
     std::string r = rel.generic_string();
     if (!rel.empty() && !absl::StartsWith(r, "..") && ValidateDatasetName(r).ok()) {
-      auto got = RegisterDataset(r, abs);
+      auto got = Register(r, abs, /*own_namespace=*/false);
       if (got.ok() || !absl::IsAlreadyExists(got.status())) return got;
     }
   }
@@ -483,7 +502,7 @@ Result<DatasetInfo> Catalog::ResolveTable(const std::string& uri) {
   if (base.empty() || !ValidateNamePart(base, "table name", base).ok()) base = "table";
   for (int i = 0; i < 1000; ++i) {
     std::string name = i == 0 ? absl::StrCat("external/", base) : absl::StrCat("external/", base, "-", i + 1);
-    auto got = RegisterDataset(name, abs);
+    auto got = Register(name, abs, /*own_namespace=*/false);
     if (got.ok()) return got;
     if (!absl::IsAlreadyExists(got.status())) return got.status();
     // Another process may have registered this very table meanwhile.

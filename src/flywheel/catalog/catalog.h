@@ -206,15 +206,20 @@ class Catalog {
   static Status ValidateDatasetName(const std::string& name);
   // Where the table of dataset `name` lives by default: <warehouse>/ns/t.
   Result<std::string> DefaultLocation(const std::string& name) const;
-  // Registers `name` for the table at `uri` (its namespace too). Registering
-  // the same name and URI again is a no-op; another URI is AlreadyExists.
+  // Registers `name` for the table at `uri` (its namespace too). Needs WRITE
+  // on the namespace (on the catalog when the namespace is new); the
+  // registrant gets ADMIN on the dataset (and on a namespace it opened).
+  // Registering the same name and URI again is a no-op; another URI is
+  // AlreadyExists.
   Result<DatasetInfo> RegisterDataset(const std::string& name, const std::string& uri);
   Result<DatasetInfo> GetDataset(const std::string& name);
   Result<std::vector<DatasetInfo>> ListDatasets(const std::string& ns = "");
   // The dataset registered for the table at `uri` (compared as absolute
-  // paths); when there is none it registers one: tables under the
+  // paths); when there is none it registers one without a privilege check
+  // (the caller reached the table's files already): tables under the
   // warehouse get their relative path as name, others "external/<last
-  // path part>" (with a numeric suffix when taken).
+  // path part>" (with a numeric suffix when taken). The principal gets ADMIN
+  // on that dataset only, never on its namespace.
   Result<DatasetInfo> ResolveTable(const std::string& uri);
   // A table version as the catalog mirrors it (idempotent).
   Status RecordVersion(const DatasetVersion& v);
@@ -269,6 +274,12 @@ class Catalog {
   Status SetMaskPolicy(const std::string& dataset, ReadPolicy::Mode mode);
   // What principal() may see of `dataset`.
   Result<ReadPolicy> ReadPolicyFor(const std::string& dataset);
+  // Retention: keep the newest `keep_versions` versions and every version
+  // younger than `keep_days` (0 = no such rule; tagged versions are always
+  // kept). ADMIN on the dataset. Applied by ApplyRetention (recorder.h).
+  Status SetRetention(const std::string& dataset, int64_t keep_versions, int64_t keep_days);
+  // {keep_versions, keep_days} of every dataset with a policy.
+  Result<std::map<std::string, std::pair<int64_t, int64_t>>> RetentionPolicies();
 
   // ---- audit (audit.cc) ------------------------------------------------
   // Appends an event for principal() to the hash chain.
@@ -285,6 +296,7 @@ class Catalog {
  private:
   Catalog() = default;
   Status Migrate();
+  Result<DatasetInfo> Register(const std::string& name, const std::string& uri, bool own_namespace);
   Status Emit(const RunInfo& run, const char* event_type, const std::vector<Edge>& edges);
   Result<LineageGraph> Walk(const Node& start, bool upstream, int max_depth);
 

@@ -252,6 +252,12 @@ Status Catalog::SetMaskPolicy(const std::string& dataset, ReadPolicy::Mode mode)
 }
 
 Result<ReadPolicy> Catalog::ReadPolicyFor(const std::string& dataset) {
+  // The policy (and its salt) is for readers of the dataset only.
+  FW_ASSIGN_OR_RETURN(bool may_read, HasPrivilege(principal_, dataset, Privilege::kRead));
+  if (!may_read) {
+    return absl::PermissionDeniedError(
+        absl::StrCat("principal '", principal_, "' lacks READ on '", dataset, "'"));
+  }
   FW_ASSIGN_OR_RETURN(PrincipalInfo me, GetPrincipal(principal_));
   FW_ASSIGN_OR_RETURN(auto tags, ColumnTags(dataset));
   ReadPolicy policy;
@@ -278,6 +284,30 @@ Result<ReadPolicy> Catalog::ReadPolicyFor(const std::string& dataset) {
     if (!c.tags.empty()) policy.columns.push_back(std::move(c));
   }
   return policy;
+}
+
+Status Catalog::SetRetention(const std::string& dataset, int64_t keep_versions, int64_t keep_days) {
+  if (keep_versions < 0 || keep_days < 0) return absl::InvalidArgumentError("retention: counts must be >= 0");
+  if (keep_versions == 0 && keep_days == 0) {
+    return absl::InvalidArgumentError("retention: give keep_versions and/or keep_days (>= 1)");
+  }
+  FW_RETURN_IF_ERROR(GetDataset(dataset).status());
+  FW_RETURN_IF_ERROR(Authorize(dataset, Privilege::kAdmin, "set_retention",
+                               json{{"keep_versions", keep_versions}, {"keep_days", keep_days}}.dump()));
+  std::lock_guard<std::mutex> lock(mu_->mu);
+  return db_->Exec(
+      "INSERT INTO policies (dataset, mask, salt, keep_versions, keep_days) VALUES (?, 'hash', ?, ?, ?) "
+      "ON CONFLICT (dataset) DO UPDATE SET keep_versions = excluded.keep_versions, keep_days = excluded.keep_days",
+      {dataset, NewSalt(), keep_versions, keep_days});
+}
+
+Result<std::map<std::string, std::pair<int64_t, int64_t>>> Catalog::RetentionPolicies() {
+  std::lock_guard<std::mutex> lock(mu_->mu);
+  FW_ASSIGN_OR_RETURN(SqlRows rows, db_->Query("SELECT dataset, keep_versions, keep_days FROM policies WHERE "
+                                               "keep_versions > 0 OR keep_days > 0 ORDER BY dataset"));
+  std::map<std::string, std::pair<int64_t, int64_t>> out;
+  for (const auto& r : rows) out[r.Text(0)] = {r.Int(1), r.Int(2)};
+  return out;
 }
 
 }  // namespace flywheel::catalog

@@ -1,6 +1,9 @@
 #include "flywheel/catalog/recorder.h"
 
+#include <algorithm>
+#include <chrono>
 #include <filesystem>
+#include <set>
 #include <nlohmann/json.hpp>
 
 #include "absl/strings/str_cat.h"
@@ -56,19 +59,160 @@ Result<std::string> AuthorizeTable(Catalog* catalog, const std::string& arg, Pri
   const bool exists = std::filesystem::exists(std::filesystem::path(path) / "_versions", ec) ||
                       std::filesystem::exists(std::filesystem::path(path) / "_latest", ec);
   std::string name;
-  if (exists || !for_create) {
-    if (!std::filesystem::exists(path, ec)) {
-      // Let the table library report the missing table in its own words.
-      return path;
-    }
-    FW_ASSIGN_OR_RETURN(DatasetInfo ds, catalog->ResolveTable(path));
-    name = ds.name;
-  } else {
+  if (!exists) {
+    // No table there (yet). Reads: let the table library report it in its
+    // own words, registering nothing.
+    if (!for_create) return path;
     FW_ASSIGN_OR_RETURN(name, DatasetNameFor(*catalog, path));
     if (name.empty()) return path;  // a new table outside the warehouse: not governed until it exists
+  } else {
+    FW_ASSIGN_OR_RETURN(DatasetInfo ds, catalog->ResolveTable(path));
+    name = ds.name;
   }
   FW_RETURN_IF_ERROR(catalog->Authorize(name, privilege, action));
   return path;
+}
+
+namespace {
+
+// "user_id=123" reads as "user_id == 123" (a single '=' between a name and a value).
+Result<table::Predicate> ParseWhere(const std::string& where) {
+  std::string text = where;
+  const size_t eq = text.find('=');
+  if (eq != std::string::npos && eq > 0 && text.find("==") == std::string::npos &&
+      std::string("!<>").find(text[eq - 1]) == std::string::npos) {
+    text = text.substr(0, eq) + " == " + text.substr(eq + 1);
+  }
+  return table::Predicate::Parse(text);
+}
+
+}  // namespace
+
+Result<std::vector<DatasetErasure>> EraseEverywhere(Catalog& catalog, const EraseRequest& request) {
+  FW_ASSIGN_OR_RETURN(table::Predicate pred, ParseWhere(request.where));
+  FW_ASSIGN_OR_RETURN(DatasetInfo root, catalog.GetDataset(request.dataset));
+  std::vector<std::string> order = {root.name};
+  if (request.downstream) {
+    FW_ASSIGN_OR_RETURN(LineageGraph g, catalog.Downstream(Node{Node::Kind::kDataset, root.name, -1, ""}));
+    for (const auto& step : g.steps) {
+      for (const auto& e : step.outputs) {
+        if (e.node.kind == Node::Kind::kDataset &&
+            std::find(order.begin(), order.end(), e.node.name) == order.end()) {
+          order.push_back(e.node.name);
+        }
+      }
+    }
+  }
+  std::vector<DatasetErasure> report;
+  for (const std::string& name : order) {
+    DatasetErasure d;
+    d.dataset = name;
+    FW_ASSIGN_OR_RETURN(DatasetInfo ds, catalog.GetDataset(name));
+    d.uri = ds.uri;
+    auto t = table::Table::Open(ds.uri);
+    if (!t.ok()) {
+      if (name == root.name) return t.status();
+      d.skipped = absl::StrCat("cannot open: ", t.status().message());
+      report.push_back(std::move(d));
+      continue;
+    }
+    if ((*t)->schema().FieldIndex(pred.column) < 0 && name != root.name) {
+      d.skipped = absl::StrCat("no column '", pred.column, "'");
+      report.push_back(std::move(d));
+      continue;
+    }
+    FW_RETURN_IF_ERROR(catalog.Authorize(name, Privilege::kAdmin, request.dry_run ? "erase_dry_run" : "erase_check",
+                                         nlohmann::json{{"where", request.where}}.dump()));
+    table::EraseOptions eo;
+    eo.dry_run = request.dry_run;
+    FW_ASSIGN_OR_RETURN_CTX(d.result, (*t)->Erase(pred, eo), "erasing from ", name);
+    report.push_back(std::move(d));
+  }
+  if (!request.dry_run) {
+    nlohmann::json detail = nlohmann::json::parse(ErasureReportJson(report));
+    detail["where"] = request.where;
+    FW_RETURN_IF_ERROR(catalog.Audit("erase", root.name, detail.dump()));
+  }
+  return report;
+}
+
+std::string ErasureReportJson(const std::vector<DatasetErasure>& report) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& d : report) {
+    nlohmann::json j = {{"dataset", d.dataset}, {"uri", d.uri}};
+    if (!d.skipped.empty()) {
+      j["skipped"] = d.skipped;
+    } else {
+      nlohmann::json versions = nlohmann::json::object();
+      for (const auto& [v, n] : d.result.rows_by_version) versions[std::to_string(v)] = n;
+      j["rows_erased"] = d.result.rows_erased;
+      j["rows_by_version"] = versions;
+      j["versions_rewritten"] = d.result.versions_rewritten;
+      j["fragments_scanned"] = d.result.fragments_scanned;
+      j["fragments_skipped"] = d.result.fragments_skipped;
+      j["fragments_rewritten"] = d.result.fragments_rewritten;
+      j["files_deleted"] = d.result.files_deleted;
+      j["files_written"] = d.result.files_written;
+    }
+    out.push_back(j);
+  }
+  return nlohmann::json{{"datasets", out}}.dump();
+}
+
+Result<std::vector<RetentionOutcome>> ApplyRetention(Catalog& catalog, const std::string& dataset, bool dry_run,
+                                                     int64_t grace_ms) {
+  FW_ASSIGN_OR_RETURN(auto policies, catalog.RetentionPolicies());
+  if (!dataset.empty()) {
+    if (!policies.count(dataset)) {
+      return absl::NotFoundError(absl::StrCat("dataset '", dataset, "' has no retention policy"));
+    }
+    auto one = policies[dataset];
+    policies = {{dataset, one}};
+  }
+  std::vector<RetentionOutcome> out;
+  const int64_t now = std::chrono::duration_cast<std::chrono::milliseconds>(
+                          std::chrono::system_clock::now().time_since_epoch())
+                          .count();
+  for (const auto& [name, rule] : policies) {
+    const auto [keep_versions, keep_days] = rule;
+    FW_RETURN_IF_ERROR(catalog.Authorize(name, Privilege::kAdmin, dry_run ? "retention_dry_run" : "retention"));
+    FW_ASSIGN_OR_RETURN(DatasetInfo ds, catalog.GetDataset(name));
+    FW_ASSIGN_OR_RETURN(auto t, table::Table::Open(ds.uri));
+    RetentionOutcome o;
+    o.dataset = name;
+    table::ExpireOptions eo;
+    eo.keep_last = std::max<int64_t>(1, keep_versions);
+    eo.older_than_ms = keep_days > 0 ? now - keep_days * 86400000 : -1;
+    if (dry_run) {
+      // What Expire would drop: versions outside the newest keep_last and
+      // older than the cut-off, untagged.
+      FW_ASSIGN_OR_RETURN(auto versions, t->Versions());
+      FW_ASSIGN_OR_RETURN(auto tags, t->Tags());
+      std::set<int64_t> tagged;
+      for (const auto& [tag, v] : tags) tagged.insert(v);
+      for (size_t i = 0; i + static_cast<size_t>(eo.keep_last) < versions.size(); ++i) {
+        const auto& v = versions[i];
+        if (tagged.count(v.version)) continue;
+        if (eo.older_than_ms >= 0 && v.timestamp_ms >= eo.older_than_ms) continue;
+        o.expired.push_back(v.version);
+      }
+    } else {
+      FW_ASSIGN_OR_RETURN(table::ExpireResult er, t->Expire(eo));
+      o.expired = er.expired;
+      table::VacuumOptions vo;
+      vo.grace_period_ms = grace_ms;
+      FW_ASSIGN_OR_RETURN(table::VacuumResult vr, t->Vacuum(vo));
+      o.deleted_files = vr.deleted;
+      o.bytes_freed = vr.bytes_freed;
+      FW_RETURN_IF_ERROR(catalog.Audit("retention_applied", name,
+                                       nlohmann::json{{"expired", o.expired},
+                                                      {"files_deleted", o.deleted_files.size()},
+                                                      {"bytes_freed", o.bytes_freed}}
+                                           .dump()));
+    }
+    out.push_back(std::move(o));
+  }
+  return out;
 }
 
 Result<std::unique_ptr<RunScope>> RunScope::Start(Catalog* catalog, const std::string& job,

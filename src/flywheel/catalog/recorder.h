@@ -43,6 +43,39 @@ Result<std::string> AuthorizeTable(Catalog* catalog, const std::string& arg, Pri
 // warehouse. Empty otherwise.
 Result<std::string> DatasetNameFor(Catalog& catalog, const std::string& uri);
 
+// ---- erasure and retention ------------------------------------------
+struct EraseRequest {
+  std::string dataset;     // "ns/t"
+  std::string where;       // "user_id == 123" (or "user_id=123")
+  bool downstream = false; // also every dataset derived from it (lineage) that has the key column
+  bool dry_run = false;
+};
+
+struct DatasetErasure {
+  std::string dataset;
+  std::string uri;
+  table::EraseResult result;
+  std::string skipped;  // why a downstream dataset was left alone; empty when erased
+};
+
+// Erases the rows from the dataset (ADMIN needed on it and on every
+// downstream dataset erased) in every retained version, then downstream
+// datasets in lineage order; writes an "erase" audit event with the report.
+Result<std::vector<DatasetErasure>> EraseEverywhere(Catalog& catalog, const EraseRequest& request);
+std::string ErasureReportJson(const std::vector<DatasetErasure>& report);
+
+struct RetentionOutcome {
+  std::string dataset;
+  std::vector<int64_t> expired;
+  std::vector<std::string> deleted_files;
+  uint64_t bytes_freed = 0;
+};
+// Applies the retention policies (of `dataset`, or of every dataset with
+// one): table Expire then Vacuum (grace `grace_ms`). ADMIN on each dataset;
+// audited as "retention".
+Result<std::vector<RetentionOutcome>> ApplyRetention(Catalog& catalog, const std::string& dataset = "",
+                                                     bool dry_run = false, int64_t grace_ms = 3600 * 1000);
+
 class RunScope {
  public:
   // `catalog` may be null (nothing is recorded).

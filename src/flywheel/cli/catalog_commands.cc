@@ -11,6 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "flywheel/catalog/catalog.h"
+#include "flywheel/catalog/recorder.h"
 #include "flywheel/cli/commands.h"
 #include "flywheel/cli/common.h"
 
@@ -294,6 +295,105 @@ void AddCatalogCommands(CLI::App& app, int* rc) {
           std::printf("%6lld %s %-10s %-14s %s %s\n", static_cast<long long>(e.seq), Time(e.time_ms).c_str(),
                       e.principal.c_str(), e.action.c_str(), e.object.c_str(), e.detail_json.c_str());
         }
+      }
+    });
+  }
+
+  // ---- erasure
+  {
+    auto* cmd = app.add_subcommand(
+        "erase",
+        "Remove a key's rows (e.g. one user's) from every retained version of a dataset, and with\n"
+        "--downstream from every dataset derived from it; the old files are deleted (needs ADMIN)");
+    auto ds = std::make_shared<std::string>();
+    auto where = std::make_shared<std::string>();
+    auto downstream = std::make_shared<bool>(false);
+    auto dry = std::make_shared<bool>(false);
+    auto as_json = std::make_shared<bool>(false);
+    cmd->add_option("--dataset", *ds, "namespace/table")->required();
+    cmd->add_option("--where", *where, "COLUMN=VALUE or 'COLUMN OP VALUE' (OP: == != < <= > >=)")->required();
+    cmd->add_flag("--downstream", *downstream, "Also erase from datasets derived from it (lineage) that have the column");
+    cmd->add_flag("--dry-run", *dry, "Count what would be erased; change nothing");
+    cmd->add_flag("--json", *as_json, "The report as JSON");
+    cmd->callback([=] {
+      auto c = RequireCatalog();
+      if (!c.ok()) return void(*rc = Fail(c.status()));
+      catalog::EraseRequest req{*ds, *where, *downstream, *dry};
+      auto r = catalog::EraseEverywhere(**c, req);
+      if (!r.ok()) return void(*rc = Fail(r.status()));
+      if (*as_json) {
+        std::printf("%s\n", json::parse(catalog::ErasureReportJson(*r)).dump(2).c_str());
+        return;
+      }
+      for (const auto& d : *r) {
+        if (!d.skipped.empty()) {
+          std::printf("%s: skipped (%s)\n", d.dataset.c_str(), d.skipped.c_str());
+          continue;
+        }
+        std::printf("%s: %s%lld rows in %lld fragment(s); %zu version(s) rewritten, %zu file(s) deleted\n",
+                    d.dataset.c_str(), *dry ? "would erase " : "erased ", static_cast<long long>(d.result.rows_erased),
+                    static_cast<long long>(d.result.fragments_rewritten), d.result.versions_rewritten.size(),
+                    d.result.files_deleted.size());
+        for (const auto& [v, n] : d.result.rows_by_version) {
+          if (n > 0) std::printf("  version %lld: %lld row(s)\n", static_cast<long long>(v), static_cast<long long>(n));
+        }
+      }
+    });
+  }
+
+  // ---- retention
+  {
+    CLI::App* ret = app.add_subcommand("retention", "Per-dataset version retention (expire + vacuum)");
+    ret->require_subcommand(1);
+    auto* set = ret->add_subcommand("set", "Keep the newest N versions and/or those younger than D days");
+    auto ds = std::make_shared<std::string>();
+    auto versions = std::make_shared<int64_t>(0);
+    auto days = std::make_shared<int64_t>(0);
+    set->add_option("DATASET", *ds, "namespace/table")->required();
+    set->add_option("--keep-versions", *versions, "Newest versions to keep (tagged ones are always kept)");
+    set->add_option("--keep-days", *days, "Keep versions younger than this many days");
+    set->callback([=] {
+      auto c = RequireCatalog();
+      if (!c.ok()) return void(*rc = Fail(c.status()));
+      Status s = (*c)->SetRetention(*ds, *versions, *days);
+      if (!s.ok()) return void(*rc = Fail(s));
+      std::printf("%s: keep %lld version(s), %lld day(s)\n", ds->c_str(), static_cast<long long>(*versions),
+                  static_cast<long long>(*days));
+    });
+    auto* list = ret->add_subcommand("list", "Datasets with a retention policy");
+    list->callback([=] {
+      auto c = RequireCatalog();
+      if (!c.ok()) return void(*rc = Fail(c.status()));
+      auto p = (*c)->RetentionPolicies();
+      if (!p.ok()) return void(*rc = Fail(p.status()));
+      for (const auto& [name, rule] : *p) {
+        std::printf("%s\tkeep_versions=%lld\tkeep_days=%lld\n", name.c_str(), static_cast<long long>(rule.first),
+                    static_cast<long long>(rule.second));
+      }
+    });
+    auto* apply = ret->add_subcommand("apply", "Expire and vacuum per policy (one dataset or all)");
+    auto ads = std::make_shared<std::string>();
+    auto dry = std::make_shared<bool>(false);
+    auto grace = std::make_shared<std::string>("1h");
+    apply->add_option("DATASET", *ads, "Only this dataset");
+    apply->add_flag("--dry-run", *dry, "List what would be expired");
+    apply->add_option("--grace", *grace, "Vacuum keeps unreferenced files younger than this (in-flight writers)")
+        ->capture_default_str();
+    apply->callback([=] {
+      auto c = RequireCatalog();
+      if (!c.ok()) return void(*rc = Fail(c.status()));
+      auto g = ParseDurationMs(*grace);
+      if (!g.ok()) return void(*rc = Fail(g.status()));
+      auto r = catalog::ApplyRetention(**c, *ads, *dry, *g);
+      if (!r.ok()) return void(*rc = Fail(r.status()));
+      for (const auto& o : *r) {
+        std::string vs;
+        for (int64_t v : o.expired) vs += (vs.empty() ? "" : ",") + std::to_string(v);
+        std::printf("%s: %s %zu version(s)%s%s", o.dataset.c_str(), *dry ? "would expire" : "expired",
+                    o.expired.size(), vs.empty() ? "" : " ", vs.c_str());
+        if (!*dry) std::printf(", deleted %zu file(s), %llu bytes", o.deleted_files.size(),
+                               static_cast<unsigned long long>(o.bytes_freed));
+        std::printf("\n");
       }
     });
   }
