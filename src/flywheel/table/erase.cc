@@ -76,6 +76,16 @@ class KeyIndex {
   std::vector<uint64_t> words_;
 };
 
+}  // namespace
+
+std::optional<bool> KeyIndexMayContain(std::string_view index_file, uint64_t key_hash) {
+  auto index = KeyIndex::Decode(index_file);
+  if (!index) return std::nullopt;
+  return index->MayContain(key_hash);
+}
+
+namespace {
+
 // Key hashes as the predicate compares them: bytes for strings, the value
 // as a double for numbers (the matcher compares numbers as doubles).
 uint64_t HashNumber(double v) {

@@ -4,6 +4,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -96,6 +97,10 @@ class PredicateMatcher {
 
 // The file and shard column of `field_id` in fragment `f`; false if absent.
 bool FindField(const Fragment& f, int32_t field_id, const DataFile** file);
+
+// Erase's key index (docs/format/table.md, "Erasure"): whether a file's
+// index may hold `key_hash`; nullopt when `index_file` is not a valid index.
+std::optional<bool> KeyIndexMayContain(std::string_view index_file, uint64_t key_hash);
 
 // The fragment of `m` with id `id`, or nullptr.
 inline const Fragment* FindFragment(const Manifest& m, int64_t id) {
