@@ -406,9 +406,11 @@ class _Policy:
         self.principal = principal
 
     def check(self, requested: Optional[List[str]]) -> None:
-        """PermissionError when a refused column is requested (None = all)."""
+        """PermissionError when a refused column is requested (None = all);
+        the refusal is audited."""
         for col, (mode, _salt, ds, tags) in self.columns.items():
             if mode == "refuse" and (requested is None or col in requested):
+                _audit_denied("read", ds, {"column": col, "tags": tags})
                 raise PermissionError(
                     f"column {col!r} of {ds!r} is tagged {', '.join(tags)} and principal {self.principal!r} is not "
                     f"cleared for it (the dataset refuses it); leave it out with columns=[...]")
@@ -418,6 +420,12 @@ class _Policy:
             if col in batch:
                 batch[col] = _mask_values(batch[col], mode, salt)
         return batch
+
+
+def _audit_denied(action: str, dataset: str, detail: Mapping[str, Any]) -> None:
+    cat = default_catalog()
+    if cat is not None:
+        cat._c.audit(action, dataset, json.dumps({**dict(detail), "denied": True}))
 
 
 def _policy_for(uris: List[str]) -> Optional[_Policy]:

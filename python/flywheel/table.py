@@ -260,6 +260,7 @@ class Table:
                 wanted = _names(columns) or list(self.schema)
                 hidden = [c for c in wanted if c in policy.columns]
                 if hidden:
+                    _catalog._audit_denied("export", policy.columns[hidden[0]][2], {"columns": hidden})
                     raise PermissionError(
                         f"columns {hidden} of {self.path} are tagged and principal {policy.principal!r} is not "
                         f"cleared for them; export the others with columns=[...] (exports are never masked)")
@@ -413,10 +414,12 @@ class Table:
         """Names ``version`` (default: this handle's). Tagged versions are
         never expired. FileExistsError if the tag exists, ValueError for a bad
         name (letters, digits, - _ .)."""
+        self._write_check()
         self._t.tag(name, version)
 
     def untag(self, name: str) -> None:
         """Removes a tag (FileNotFoundError if there is none)."""
+        self._write_check()
         self._t.untag(name)
 
     def tags(self) -> Dict[str, int]:
@@ -428,6 +431,7 @@ class Table:
         (and, with ``older_than_seconds``, only those older than that);
         tagged versions and the latest are always kept. Returns the versions
         expired. Their data files stay until :meth:`vacuum`."""
+        self._write_check()
         older_than_ms = None
         if older_than_seconds is not None:
             older_than_ms = int(time.time() * 1000 - float(older_than_seconds) * 1000)
@@ -438,5 +442,6 @@ class Table:
         that are older than ``grace_seconds`` (so files of writers still
         running are kept). Returns their paths relative to the table (those
         that would be deleted, with ``dry_run``)."""
+        self._write_check()
         deleted, _ = self._t.vacuum(int(float(grace_seconds) * 1000), bool(dry_run))
         return list(deleted)

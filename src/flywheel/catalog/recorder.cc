@@ -103,29 +103,45 @@ Result<std::vector<DatasetErasure>> EraseEverywhere(Catalog& catalog, const Eras
       }
     }
   }
+  // Every dataset that will be erased is checked before any is touched, so a
+  // refusal anywhere leaves everything as it was.
+  std::vector<std::pair<std::string, std::shared_ptr<table::Table>>> targets;
   std::vector<DatasetErasure> report;
   for (const std::string& name : order) {
-    DatasetErasure d;
-    d.dataset = name;
     FW_ASSIGN_OR_RETURN(DatasetInfo ds, catalog.GetDataset(name));
-    d.uri = ds.uri;
     auto t = table::Table::Open(ds.uri);
     if (!t.ok()) {
       if (name == root.name) return t.status();
-      d.skipped = absl::StrCat("cannot open: ", t.status().message());
+      DatasetErasure d{name, ds.uri, {}, absl::StrCat("cannot open: ", t.status().message())};
       report.push_back(std::move(d));
       continue;
     }
     if ((*t)->schema().FieldIndex(pred.column) < 0 && name != root.name) {
-      d.skipped = absl::StrCat("no column '", pred.column, "'");
-      report.push_back(std::move(d));
+      report.push_back(DatasetErasure{name, ds.uri, {}, absl::StrCat("no column '", pred.column, "'")});
       continue;
     }
     FW_RETURN_IF_ERROR(catalog.Authorize(name, Privilege::kAdmin, request.dry_run ? "erase_dry_run" : "erase_check",
                                          nlohmann::json{{"where", request.where}}.dump()));
+    targets.emplace_back(name, *t);
+  }
+  for (auto& [name, t] : targets) {
+    DatasetErasure d;
+    d.dataset = name;
+    d.uri = t->uri();
     table::EraseOptions eo;
     eo.dry_run = request.dry_run;
-    FW_ASSIGN_OR_RETURN_CTX(d.result, (*t)->Erase(pred, eo), "erasing from ", name);
+    auto r = t->Erase(pred, eo);
+    if (!r.ok()) {
+      // What was erased so far is on record before the error is returned.
+      if (!request.dry_run) {
+        nlohmann::json detail = nlohmann::json::parse(ErasureReportJson(report));
+        detail["where"] = request.where;
+        detail["failed"] = absl::StrCat(name, ": ", r.status().message());
+        (void)catalog.Audit("erase", root.name, detail.dump());
+      }
+      return Annotate(r.status(), absl::StrCat("erasing from ", name));
+    }
+    d.result = std::move(*r);
     report.push_back(std::move(d));
   }
   if (!request.dry_run) {

@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "flywheel/base/status.h"
 #include "flywheel/catalog/recorder.h"
@@ -27,6 +28,12 @@ Result<catalog::Catalog*> CliCatalog();
 // checked for `p`, audited as `action`.
 Result<std::string> AuthorizedTable(const std::string& arg, catalog::Privilege p, const std::string& action,
                                     bool for_create = false);
+
+// With a catalog: PermissionDenied (audited) when any of `columns` (empty =
+// all of `t`'s) is tagged and the principal is not cleared for it. The CLI
+// prints and exports values as they are, so it refuses instead of masking.
+Status CheckColumnsReadable(const table::Table& t, const std::vector<std::string>& columns,
+                            const std::string& action);
 
 void RecordTableWrite(const std::string& job_type, const table::Table& after, int64_t before,
                       const std::string& params_json = "{}");

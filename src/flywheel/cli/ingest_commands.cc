@@ -271,6 +271,7 @@ void AddExportCommand(CLI::App& app, int* rc) {
     if (!c.ok()) return void(*rc = Fail(Annotate(c.status(), "--codec")));
     o.writer.codec = *c;
     if (*no_dict) o.writer.dictionary_bytes = 0;
+    if (Status s = CheckColumnsReadable(**t, o.columns, "export"); !s.ok()) return void(*rc = Fail(s));
     auto cat = CliCatalog();
     if (!cat.ok()) return void(*rc = Fail(cat.status()));
     auto run = catalog::RunScope::Start(*cat, "export:" + *ref, "export",

@@ -211,6 +211,7 @@ void AddTableCommands(CLI::App& app, int* rc) {
       const int64_t rows = std::min(*n, (*t)->num_rows());
       std::vector<int64_t> idx(static_cast<size_t>(std::max<int64_t>(rows, 0)));
       for (int64_t i = 0; i < rows; ++i) idx[i] = i;
+      if (Status s = CheckColumnsReadable(**t, *columns, "read"); !s.ok()) return void(*rc = Fail(s));
       auto b = (*t)->Take(idx, *columns);
       if (!b.ok()) return void(*rc = Fail(b.status()));
       if (*as_json) {

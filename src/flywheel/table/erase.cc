@@ -169,7 +169,8 @@ Result<EraseResult> Table::Erase(const Predicate& pred, const EraseOptions& opti
   }
   EraseResult res;
   // The key index is an optimisation: without its directory every file is read.
-  const bool can_index = fs->CreateDirs(io::JoinPath(uri_, "_erase_index")).ok();
+  // A dry run writes nothing, not even the index.
+  const bool can_index = !options.dry_run && fs->CreateDirs(io::JoinPath(uri_, "_erase_index")).ok();
   std::map<std::string, Plan> plans;  // by FragmentKey of the old fragment
   std::set<std::string> settled;      // fragment keys known to hold no matching row
 
