@@ -370,7 +370,7 @@ def test_openlineage_datasource_uri_of_a_name_with_space_and_unicode_is_a_uri(ca
         parsed = urllib.parse.urlsplit(uri)
         assert parsed.scheme == "file" and urllib.parse.unquote(parsed.path) == os.path.realpath(t.path), uri
         assert uri.isascii() and " " not in uri, (
-            "BUG: the OpenLineage dataSource facet's uri (format: uri) is 'file://' + the raw path, not "
+            "regression: the OpenLineage dataSource facet's uri (format: uri) is 'file://' + the raw path, not "
             f"percent-encoded, so a path with a space or non-ASCII is not a URI: {uri!r} "
             "(src/flywheel/catalog/openlineage.cc, DatasetJson: src[\"uri\"] = \"file://\" + uri)")
     validate_events(events)
@@ -410,7 +410,7 @@ def test_failed_run_error_message_is_readable_from_the_catalog(cat):
     r = cat.get_run(run.id)
     assert r["state"] == "FAIL"
     assert r.get("error") == "RuntimeError: boom", (
-        "BUG: the catalog stores a failed run's error (runs.error) but Catalog.get_run / lineage JSON "
+        "regression: the catalog stores a failed run's error (runs.error) but Catalog.get_run / lineage JSON "
         f"(GraphJson in src/flywheel/catalog/catalog.cc) never return it; get_run gave keys {sorted(r)}")
 
 
@@ -513,7 +513,7 @@ def test_without_a_catalog_add_output_of_a_table_is_a_no_op(isolated, tmp_path):
             run.add_input(t)
             run.add_output(t)
         except ValueError as e:
-            pytest.fail("BUG: without a catalog run.add_input/add_output(Table) raise instead of recording nothing "
+            pytest.fail("regression: without a catalog run.add_input/add_output(Table) raise instead of recording nothing "
                         "(the same script should run with and without a catalog): python/flywheel/catalog.py "
                         f"Run._as_node -> _node_text names the Table before _edge checks run.id is None: {e}")
     assert run.id is None
@@ -643,7 +643,7 @@ def test_cli_lineage_up_of_a_relative_checkpoint_path(cat, tmp_path):
     # happens to look like a dataset name "ns/t".
     got = json.loads(fw("--catalog", catdir, "lineage", "up", "ckpt/model.pt", "--json", cwd=str(tmp_path)).stdout)
     assert [r["run_id"] for r in got["runs"]] == [run.id], (
-        "BUG: `flywheel lineage up ckpt/model.pt` parses an existing checkpoint path with one '/' as dataset "
+        "regression: `flywheel lineage up ckpt/model.pt` parses an existing checkpoint path with one '/' as dataset "
         f"'ckpt/model.pt' (src/flywheel/cli/catalog_commands.cc, lineage up/down callback: Node::Parse before the "
         f"artifact fallback) and finds no runs; start was {got['start']}")
 
@@ -660,6 +660,6 @@ def test_cli_lineage_dot_of_a_path_ending_in_a_backslash_is_well_formed(cat, tmp
         declared, edges = parse_dot(dot)
     except AssertionError as e:
         raise AssertionError(
-            "BUG: `lineage --dot` does not escape backslashes in node ids, so a trailing '\\' escapes the closing "
+            "regression: `lineage --dot` does not escape backslashes in node ids, so a trailing '\\' escapes the closing "
             f"quote (src/flywheel/cli/catalog_commands.cc, DotQuote): {e}\n{dot}") from None
     assert ('"run:%s"' % run.id, '"artifact:%s"' % ckpt.replace("\\", "\\\\")) in edges, dot

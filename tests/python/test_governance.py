@@ -592,7 +592,7 @@ def test_erase_downstream_denied_on_a_descendant_changes_nothing(catdir):
     erased = any((np.asarray(d["user_id"]) == KEY).sum() != (np.asarray(snaps["raw/events"][v]["user_id"]) == KEY).sum()
                  for v, d in raw_now.items())
     assert not erased, (
-        "BUG: `erase --downstream` by a principal lacking ADMIN on a descendant exits 6 (PermissionDenied) but has "
+        "regression: `erase --downstream` by a principal lacking ADMIN on a descendant exits 6 (PermissionDenied) but has "
         "already erased the key from raw/events (rows and files gone), and no 'erase' audit event records it "
         f"(erase events: {events(catdir, 'erase')}); EraseEverywhere authorizes each dataset only just before "
         "erasing it and audits only at the end (src/flywheel/catalog/recorder.cc, EraseEverywhere loop)")
@@ -656,7 +656,7 @@ def test_python_version_management_needs_write(catdir):
     act(catdir, ADMIN)
     left = [v["version"] for v in flywheel.Table.open("raw/events").versions()]
     assert outcomes == {"expire": "PermissionError", "tag": "PermissionError", "vacuum": "PermissionError"}, (
-        f"BUG: a principal with only READ changed raw/events' versions through the Python API ({outcomes}; "
+        f"regression: a principal with only READ changed raw/events' versions through the Python API ({outcomes}; "
         f"versions left: {left}): Table.expire/vacuum/tag/untag in python/flywheel/table.py never call "
         "self._write_check() (the CLI's table expire/vacuum/tag check WRITE via OpenNamedTable)")
 

@@ -353,15 +353,15 @@ TEST_P(GovernanceTest, RegisteringNamespaceStarDoesNotGrantTheCatalog) {
   auto reg = Register(*mallory, "*/x");  // refusing the name is fine too
   (void)reg;
   EXPECT_FALSE(Has("mallory", "secret/t", Privilege::kRead))
-      << "BUG: registering dataset '*/x' gave mallory privileges on every dataset "
+      << "regression: registering dataset '*/x' gave mallory privileges on every dataset "
          "(catalog.cc RegisterDataset grants ADMIN on the new namespace '*', which grants read as the catalog); "
          "grants: "
       << ::testing::PrintToString(Describe(*admin_->Grants()));
-  EXPECT_FALSE(Has("mallory", "*", Privilege::kAdmin)) << "BUG: mallory holds ADMIN on the catalog";
+  EXPECT_FALSE(Has("mallory", "*", Privilege::kAdmin)) << "regression: mallory holds ADMIN on the catalog";
   Status s = mallory->SetAdmin("mallory", true);
   EXPECT_EQ(s.code(), absl::StatusCode::kPermissionDenied)
-      << "BUG: a principal without grants made itself a catalog admin after registering '*/x': " << s;
-  EXPECT_FALSE(admin_->GetPrincipal("mallory")->admin) << "BUG: mallory is a catalog admin";
+      << "regression: a principal without grants made itself a catalog admin after registering '*/x': " << s;
+  EXPECT_FALSE(admin_->GetPrincipal("mallory")->admin) << "regression: mallory is a catalog admin";
 }
 
 // The same through a table path: reading a table that lies in the
@@ -375,7 +375,7 @@ TEST_P(GovernanceTest, ReadingATableInNamespaceStarDoesNotGrantTheCatalog) {
   auto r = AuthorizeTable(eve.get(), (wh / "*" / "t").string(), Privilege::kRead, "open");
   (void)r;
   EXPECT_FALSE(Has("eve", "secret/t", Privilege::kAdmin))
-      << "BUG: reading the table at <warehouse>/*/t made eve ADMIN of every dataset (recorder.cc AuthorizeTable -> "
+      << "regression: reading the table at <warehouse>/*/t made eve ADMIN of every dataset (recorder.cc AuthorizeTable -> "
          "Catalog::ResolveTable -> RegisterDataset grants ADMIN on namespace '*', the catalog); grants: "
       << ::testing::PrintToString(Describe(*admin_->Grants()));
 }
@@ -778,7 +778,7 @@ TEST_P(GovernanceTest, AuthorizeTableReadOfADirectoryWithoutATableRegistersNothi
   std::vector<std::string> names;
   for (const auto& d : *listed) names.push_back(d.name);
   EXPECT_EQ(names.size(), datasets)
-      << "BUG: reading a directory that holds no table registered it as a dataset owned by the reader "
+      << "regression: reading a directory that holds no table registered it as a dataset owned by the reader "
          "(recorder.cc AuthorizeTable: the !for_create branch tests only that the path exists, not the "
          "table's _versions/_latest): "
       << ::testing::PrintToString(names) << " grants " << ::testing::PrintToString(Describe(*admin_->Grants()));
