@@ -211,7 +211,7 @@ def test_resumed_run_lists_the_samples_it_resumed_from(cat, tmp_path):
     # clean/clicks itself too, so the clean run is two steps up either way.
     assert [r["job"] for r in cat.downstream(s["ckpt1"])["runs"]] == ["train-resume"]
     assert [(r["job"], r["depth"]) for r in cat.upstream(ckpt3)["runs"]] == [
-        ("train-resume", 1), ("train", 2), ("clean", 2), ("ingest:raw/clicks", 3)]
+        ("train-resume", 1), ("clean", 2), ("train", 2), ("ingest:raw/clicks", 3)]  # within a depth: by start time
 
     catdir = str(tmp_path / "cat")
     text = fw("--catalog", catdir, "lineage", "samples", ckpt3).stdout

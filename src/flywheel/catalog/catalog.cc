@@ -670,56 +670,85 @@ Result<LineageGraph> Catalog::Walk(const Node& start, bool upstream, int max_dep
   g.start = start;
   if (start.kind == Node::Kind::kArtifact || start.kind == Node::Kind::kFile) g.start.name = AbsolutePath(start.name);
   std::lock_guard<std::mutex> lock(mu_->mu);
-  // A table version carries the rows of the versions before it, so walking
-  // up from ns/t@v meets the producers of every version <= v, and walking
-  // down meets the consumers of every version >= v.
-  auto runs_touching = [&](const Node& n) -> Result<std::vector<std::string>> {
-    std::string sql =
-        "SELECT DISTINCT e.run_id, r.started_ms FROM edges e JOIN runs r ON r.id = e.run_id "
-        "WHERE e.kind = ? AND e.node = ? AND e.direction = ?";
-    std::vector<SqlValue> params = {KindName(n.kind), n.name, upstream ? "out" : "in"};
-    if (n.kind == Node::Kind::kDataset && n.version >= 0) {
-      sql += upstream ? " AND e.version <= ?" : " AND e.version >= ?";
-      params.push_back(n.version);
-    }
-    if (n.kind != Node::Kind::kDataset && !n.hash.empty()) {
-      sql += " AND e.hash = ?";
-      params.push_back(n.hash);
-    }
-    sql += " ORDER BY r.started_ms, e.run_id";
-    FW_ASSIGN_OR_RETURN(SqlRows rows, db_->Query(sql, params));
-    std::vector<std::string> ids;
-    for (const auto& r : rows) ids.push_back(r.Text(0));
-    return ids;
-  };
+  // Breadth-first, one level at a time with a few statements per level
+  // (not per run): the runs touching any node of the level, then those
+  // runs and all their edges. A table version carries the rows of the
+  // versions before it, so walking up from ns/t@v meets the producers of
+  // every version <= v, and walking down the consumers of every version >= v.
+  constexpr size_t kChunk = 64;
   std::set<std::string> seen_runs, seen_nodes;
-  std::deque<std::pair<Node, int>> frontier;
-  frontier.emplace_back(g.start, 0);
+  std::vector<Node> level = {g.start};
   seen_nodes.insert(g.start.ToString() + "#" + g.start.hash);
-  while (!frontier.empty()) {
-    auto [node, depth] = frontier.front();
-    frontier.pop_front();
-    if (depth >= max_depth) continue;
-    FW_ASSIGN_OR_RETURN(std::vector<std::string> ids, runs_touching(node));
-    for (const std::string& id : ids) {
-      if (!seen_runs.insert(id).second) continue;
-      LineageStep step;
-      step.depth = depth + 1;
-      FW_ASSIGN_OR_RETURN(SqlRows rr, db_->Query(absl::StrCat("SELECT ", kRunColumns, " FROM runs WHERE id = ?"), {id}));
-      if (rr.empty()) continue;
-      FW_ASSIGN_OR_RETURN(step.run, RunFromRow(rr[0]));
-      FW_ASSIGN_OR_RETURN(SqlRows er, db_->Query(absl::StrCat("SELECT ", kEdgeColumns,
-                                                              " FROM edges WHERE run_id = ? ORDER BY id"),
-                                                 {id}));
+  for (int depth = 0; !level.empty() && depth < max_depth; ++depth) {
+    std::vector<std::pair<int64_t, std::string>> found;  // (started_ms, run id)
+    for (size_t at = 0; at < level.size(); at += kChunk) {
+      std::string sql =
+          "SELECT DISTINCT e.run_id, r.started_ms FROM edges e JOIN runs r ON r.id = e.run_id "
+          "WHERE e.direction = ? AND (";
+      std::vector<SqlValue> params = {std::string(upstream ? "out" : "in")};
+      for (size_t i = at; i < std::min(level.size(), at + kChunk); ++i) {
+        const Node& n = level[i];
+        absl::StrAppend(&sql, i == at ? "" : " OR ", "(e.kind = ? AND e.node = ?");
+        params.push_back(std::string(KindName(n.kind)));
+        params.push_back(n.name);
+        if (n.kind == Node::Kind::kDataset && n.version >= 0) {
+          sql += upstream ? " AND e.version <= ?" : " AND e.version >= ?";
+          params.push_back(n.version);
+        }
+        if (n.kind != Node::Kind::kDataset && !n.hash.empty()) {
+          sql += " AND e.hash = ?";
+          params.push_back(n.hash);
+        }
+        sql += ")";
+      }
+      sql += ")";
+      FW_ASSIGN_OR_RETURN(SqlRows rows, db_->Query(sql, params));
+      for (const auto& r : rows) {
+        if (!seen_runs.count(r.Text(0))) found.emplace_back(r.Int(1), r.Text(0));
+      }
+    }
+    std::sort(found.begin(), found.end());
+    found.erase(std::unique(found.begin(), found.end()), found.end());
+    std::vector<std::string> ids;
+    for (auto& [started, id] : found) {
+      if (seen_runs.insert(id).second) ids.push_back(id);
+    }
+    std::map<std::string, LineageStep> steps;
+    for (size_t at = 0; at < ids.size(); at += kChunk) {
+      std::string in = "(";
+      std::vector<SqlValue> params;
+      for (size_t i = at; i < std::min(ids.size(), at + kChunk); ++i) {
+        in += i == at ? "?" : ", ?";
+        params.push_back(ids[i]);
+      }
+      in += ")";
+      FW_ASSIGN_OR_RETURN(SqlRows rr, db_->Query(absl::StrCat("SELECT ", kRunColumns, " FROM runs WHERE id IN ", in),
+                                                 params));
+      for (const auto& r : rr) {
+        FW_ASSIGN_OR_RETURN(RunInfo run, RunFromRow(r));
+        LineageStep& step = steps[run.id];
+        step.run = std::move(run);
+        step.depth = depth + 1;
+      }
+      FW_ASSIGN_OR_RETURN(SqlRows er, db_->Query(absl::StrCat("SELECT ", kEdgeColumns, " FROM edges WHERE run_id IN ",
+                                                              in, " ORDER BY id"),
+                                                 params));
       for (const auto& r : er) {
         FW_ASSIGN_OR_RETURN(Edge e, EdgeFromRow(r));
-        (e.input ? step.inputs : step.outputs).push_back(e);
+        auto it = steps.find(e.run_id);
+        if (it != steps.end()) (e.input ? it->second.inputs : it->second.outputs).push_back(std::move(e));
       }
-      for (const Edge& e : upstream ? step.inputs : step.outputs) {
-        if (seen_nodes.insert(e.node.ToString() + "#" + e.node.hash).second) frontier.emplace_back(e.node, depth + 1);
-      }
-      g.steps.push_back(std::move(step));
     }
+    std::vector<Node> next;
+    for (const std::string& id : ids) {
+      auto it = steps.find(id);
+      if (it == steps.end()) continue;
+      for (const Edge& e : upstream ? it->second.inputs : it->second.outputs) {
+        if (seen_nodes.insert(e.node.ToString() + "#" + e.node.hash).second) next.push_back(e.node);
+      }
+      g.steps.push_back(std::move(it->second));
+    }
+    level = std::move(next);
   }
   return g;
 }

@@ -110,7 +110,7 @@ struct LineageStep {
 
 struct LineageGraph {
   Node start;
-  std::vector<LineageStep> steps;  // breadth-first, each run once
+  std::vector<LineageStep> steps;  // breadth-first, each run once; within a depth by start time
 };
 
 // The samples that trained an artifact: per input table the loader state at
