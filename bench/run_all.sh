@@ -8,8 +8,9 @@
 #   FW_BENCH_ROWS     rows for table_bench (default 1000000)
 #   FW_BENCH_REPEATS  runs per figure, best reported (default 3)
 #   FW_BENCH_ONLY     space-separated subset of: format table commit replay replay_service envs rl loader
-#                     parquet catalog catalog_smoke (catalog_smoke: catalog_bench --quick, ~10 s, keeps
-#                     no results; not in the default set)
+#                     parquet catalog catalog_smoke erase erase_smoke (catalog_smoke: catalog_bench --quick,
+#                     ~10 s, keeps no results; erase_smoke: erase_bench --quick, ~10 s, keeps no results;
+#                     the smoke runs are not in the default set)
 #   FW_BENCH_TMP      scratch parent directory (default /tmp)
 # Method and latest figures: docs/benchmarks.md.
 set -euo pipefail
@@ -21,7 +22,7 @@ BIN="$BUILD/bench"
 OUT="$ROOT/bench/results"
 ROWS="${FW_BENCH_ROWS:-1000000}"
 REPEATS="${FW_BENCH_REPEATS:-3}"
-ONLY="${FW_BENCH_ONLY:-format table commit replay replay_service envs rl loader parquet catalog}"
+ONLY="${FW_BENCH_ONLY:-format table commit replay replay_service envs rl loader parquet catalog erase}"
 TMP="${FW_BENCH_TMP:-/tmp}"
 PYTHON="${PYTHON:-/usr/bin/python3}"
 
@@ -84,7 +85,13 @@ for what in $ONLY; do
     catalog_smoke)
       echo; echo "== catalog_bench --quick (smoke run of both backends, ~10 s; no results file)"
       "$BIN/catalog_bench" --quick --tmp="$TMP" ;;
-    *) echo "run_all.sh: unknown benchmark '$what' (format table commit replay replay_service envs rl loader parquet catalog catalog_smoke)" >&2; exit 2 ;;
+    erase)
+      echo; echo "== erase_bench (Table::Erase vs total rows, retained versions, fragments holding the key, beside a full key-column scan; medians of 5 unless FW_BENCH_REPEATS is set; ~1 min)"
+      "$BIN/erase_bench" ${FW_BENCH_REPEATS:+--repeats="$FW_BENCH_REPEATS"} --out="$OUT" --tmp="$TMP" ;;
+    erase_smoke)
+      echo; echo "== erase_bench --quick (smoke run, ~10 s; no results file)"
+      "$BIN/erase_bench" --quick --tmp="$TMP" ;;
+    *) echo "run_all.sh: unknown benchmark '$what' (format table commit replay replay_service envs rl loader parquet catalog catalog_smoke erase erase_smoke)" >&2; exit 2 ;;
   esac
 done
 
@@ -94,7 +101,7 @@ echo "== summary (bench/results/*.json; each figure best of $REPEATS runs)"
 import json, pathlib, sys
 out = pathlib.Path(sys.argv[1])
 rows = []
-for name in ["table_write", "table_scan", "table_take", "commit", "format_bench", "replay", "replay_service", "envs", "catalog"]:
+for name in ["table_write", "table_scan", "table_take", "commit", "format_bench", "replay", "replay_service", "envs", "catalog", "erase"]:
     p = out / f"{name}.json"
     if not p.exists():
         continue

@@ -18,9 +18,11 @@ using format::RecordBatch;
 
 namespace {
 
-// A Bloom filter over one data file's key column: "FWBLOOM1" | k u32 |
+// A Bloom filter over one data file's key column: "FWBLOOM2" | k u32 |
 // bits u64 | checksum u64 (XXH3-64 of the bit words) | words. 10 bits per
-// row, 7 probes (about 1% false positives).
+// row, 7 probes (about 1% false positives); probe i of hash h sets bit
+// x * bits >> 64 with x = (h + i * ((h * 0x9E3779B97F4A7C15) | 1)) mod 2^64
+// (multiply-shift, no division). Files with another magic are treated as missing and rebuilt.
 class KeyIndex {
  public:
   static KeyIndex Build(const std::vector<uint64_t>& hashes) {
@@ -31,7 +33,7 @@ class KeyIndex {
     return b;
   }
   static std::optional<KeyIndex> Decode(std::string_view data) {
-    if (data.size() < 28 || std::memcmp(data.data(), "FWBLOOM1", 8) != 0) return std::nullopt;
+    if (data.size() < 28 || std::memcmp(data.data(), "FWBLOOM2", 8) != 0) return std::nullopt;
     KeyIndex b;
     uint32_t k;
     uint64_t sum;
@@ -46,7 +48,7 @@ class KeyIndex {
     return b;
   }
   std::string Encode() const {
-    std::string out("FWBLOOM1", 8);
+    std::string out("FWBLOOM2", 8);
     const uint32_t k = kProbes;
     const uint64_t sum = XXH3_64bits(words_.data(), words_.size() * 8);
     out.append(reinterpret_cast<const char*>(&k), 4);
@@ -65,7 +67,12 @@ class KeyIndex {
 
  private:
   static constexpr uint32_t kProbes = 7;
-  uint64_t Probe(uint64_t h, uint32_t i) const { return (h + i * ((h >> 32) | 1)) % bits_; }
+  uint64_t Probe(uint64_t h, uint32_t i) const {
+    // A full-width step: with (h >> 32) the probes would share their top
+    // bits, which multiply-shift maps to the same bit of a small filter.
+    const uint64_t x = h + i * ((h * 0x9E3779B97F4A7C15ull) | 1);
+    return static_cast<uint64_t>((static_cast<unsigned __int128>(x) * bits_) >> 64);
+  }
   void Add(uint64_t h) {
     for (uint32_t i = 0; i < kProbes; ++i) {
       const uint64_t bit = Probe(h, i);
@@ -191,11 +198,13 @@ Result<EraseResult> Table::Erase(const Predicate& pred, const EraseOptions& opti
       return rows;
     }
     const std::string index_path = IndexPath(uri_, key.id, file->path);
-    if (equality) {
+    bool indexed = false;
+    if (can_index) {
       auto data = fs->ReadFile(index_path);
       if (data.ok()) {
         auto index = KeyIndex::Decode(*data);
-        if (index && !index->MayContain(probe)) {
+        indexed = index.has_value();
+        if (equality && index && !index->MayContain(probe)) {
           ++res.fragments_skipped;
           return rows;
         }
@@ -211,8 +220,10 @@ Result<EraseResult> Table::Erase(const Predicate& pred, const EraseOptions& opti
     FW_ASSIGN_OR_RETURN(Column c, reader->Read(col, 0, reader->num_rows()));
     FW_RETURN_IF_ERROR(matcher.Match(c, 0, &rows));
     // Index the file for the next erasure (immutable file, so forever valid).
-    auto hashes = KeyHashes(c, key.type);
-    if (can_index && hashes.ok()) (void)fs->Put(index_path, KeyIndex::Build(*hashes).Encode());
+    if (can_index && !indexed) {
+      auto hashes = KeyHashes(c, key.type);
+      if (hashes.ok()) (void)fs->Put(index_path, KeyIndex::Build(*hashes).Encode());
+    }
     return rows;
   };
 
@@ -257,14 +268,40 @@ Result<EraseResult> Table::Erase(const Predicate& pred, const EraseOptions& opti
   };
 
   std::set<std::string> old_dvs;
+  // Each manifest as last read or written, with its file's size and mtime:
+  // a later round reads only versions that are new or were replaced by
+  // someone else (another erasure), so a quiet table costs one pass.
+  struct Seen {
+    uint64_t size = 0;
+    int64_t mtime_ns = 0;
+    Manifest m;
+  };
+  std::map<int64_t, Seen> seen;
+  auto list_versions = [&]() -> Result<std::map<int64_t, io::FileInfo>> {
+    FW_ASSIGN_OR_RETURN(auto entries, fs->List(io::JoinPath(uri_, "_versions")));
+    std::map<int64_t, io::FileInfo> out;
+    for (const auto& e : entries) {
+      int64_t v = 0;
+      if (e.name.size() == 29 && e.name.compare(20, 9, ".manifest") == 0 &&
+          std::all_of(e.name.begin(), e.name.begin() + 20, [](char ch) { return ch >= '0' && ch <= '9'; })) {
+        v = std::stoll(e.name.substr(0, 20));
+        out[v] = e;
+      }
+    }
+    return out;
+  };
+  std::map<int64_t, io::FileInfo> listed;
   for (int round = 0;; ++round) {
-    FW_ASSIGN_OR_RETURN(std::vector<int64_t> versions, Impl::ListVersions(fs, uri_));
+    FW_ASSIGN_OR_RETURN(listed, list_versions());
     bool changed_any = false;
-    for (int64_t v : versions) {
+    for (const auto& [v, info] : listed) {
+      auto known = seen.find(v);
+      if (known != seen.end() && known->second.size == info.size && known->second.mtime_ns == info.mtime_ns) continue;
       auto read = Impl::ReadManifest(fs, uri_, v);
       if (absl::IsNotFound(read.status())) continue;  // expired meanwhile
       FW_RETURN_IF_ERROR(read.status());
       Manifest m = std::move(*read);
+      if (round > 0) changed_any = true;  // new or replaced meanwhile: check once more after it
       bool changed = false;
       std::vector<Fragment> kept;
       for (Fragment& f : m.fragments) {
@@ -323,12 +360,20 @@ Result<EraseResult> Table::Erase(const Predicate& pred, const EraseOptions& opti
         }
         kept.push_back(std::move(f));
       }
-      if (!changed) continue;
-      m.fragments = std::move(kept);
-      FW_RETURN_IF_ERROR_CTX(fs->Replace(Impl::ManifestPath(uri_, v), m.Encode()), "erase from ", uri_,
-                             ": replacing manifest ", v);
-      res.versions_rewritten.push_back(v);
-      changed_any = true;
+      if (changed) {
+        m.fragments = std::move(kept);
+        FW_RETURN_IF_ERROR_CTX(fs->Replace(Impl::ManifestPath(uri_, v), m.Encode()), "erase from ", uri_,
+                               ": replacing manifest ", v);
+        res.versions_rewritten.push_back(v);
+        changed_any = true;
+      }
+      Seen entry{info.size, info.mtime_ns, std::move(m)};
+      if (changed) {
+        FW_ASSIGN_OR_RETURN(io::FileInfo now, fs->Stat(Impl::ManifestPath(uri_, v)));
+        entry.size = now.size;
+        entry.mtime_ns = now.mtime_ns;
+      }
+      seen[v] = std::move(entry);
     }
     if (options.dry_run || !changed_any) break;
     if (round + 1 >= options.max_rounds) {
@@ -345,14 +390,13 @@ Result<EraseResult> Table::Erase(const Predicate& pred, const EraseOptions& opti
     return res;
   }
 
-  // What the retained manifests reference now.
+  // What the retained manifests reference now (the last round read every
+  // listed version that was new or changed).
   std::set<std::string> referenced;
-  FW_ASSIGN_OR_RETURN(std::vector<int64_t> versions, Impl::ListVersions(fs, uri_));
-  for (int64_t v : versions) {
-    auto m = Impl::ReadManifest(fs, uri_, v);
-    if (absl::IsNotFound(m.status())) continue;
-    FW_RETURN_IF_ERROR(m.status());
-    for (const auto& f : m->fragments) {
+  for (const auto& [v, info] : listed) {
+    auto m = seen.find(v);
+    if (m == seen.end()) continue;
+    for (const auto& f : m->second.m.fragments) {
       for (const auto& df : f.files) referenced.insert(df.path);
       if (!f.deletion.path.empty()) referenced.insert(f.deletion.path);
     }
@@ -361,7 +405,19 @@ Result<EraseResult> Table::Erase(const Predicate& pred, const EraseOptions& opti
     Status s = fs->Delete(io::JoinPath(uri_, rel));
     if (!s.ok() && !absl::IsNotFound(s)) return s;
     if (s.ok()) res.files_deleted.push_back(rel);
-    if (rel.rfind("data/", 0) == 0) (void)fs->Delete(IndexPath(uri_, key.id, rel));
+    if (rel.rfind("data/", 0) == 0) {
+      // Every column's index of the file (they would tell what it held).
+      std::string id = rel.substr(5, rel.rfind('.') - 5);
+      auto index = fs->List(io::JoinPath(uri_, "_erase_index"));
+      if (index.ok()) {
+        for (const auto& e : *index) {
+          const size_t dash = e.name.find('-');
+          if (dash != std::string::npos && e.name.substr(dash + 1) == id + ".bloom") {
+            (void)fs->Delete(io::JoinPath(io::JoinPath(uri_, "_erase_index"), e.name));
+          }
+        }
+      }
+    }
     return absl::OkStatus();
   };
   for (const auto& [fk, p] : plans) {

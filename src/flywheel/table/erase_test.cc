@@ -195,3 +195,34 @@ TEST_F(EraseTest, StringKeysAndAFragmentErasedWhole) {
 
 }  // namespace
 }  // namespace flywheel::table
+
+namespace flywheel::table {
+namespace {
+
+// Keys above 2^53 are not doubles: 9007199254740993 must not match ...992.
+TEST(PredicateMatcherRegression, IntegersAbove2To53CompareExactly) {
+  io::TempDir dir;
+  TableOptions o;
+  o.fs = io::PosixFileSystem(io::PosixOptions{.sync = false});
+  auto t = *Table::Create(dir.path() + "/t", *format::Schema::Parse("id:int64, u:uint64"), o);
+  format::RecordBatch b;
+  b.schema = t->schema();
+  b.num_rows = 3;
+  const int64_t big = int64_t{1} << 53;
+  b.columns.push_back(format::MakeFixedColumn<int64_t>(format::DataType::Scalar(format::TypeId::kInt64),
+                                                       {big, big + 1, -big - 1}));
+  b.columns.push_back(format::MakeFixedColumn<uint64_t>(format::DataType::Scalar(format::TypeId::kUInt64),
+                                                        {~uint64_t{0}, ~uint64_t{0} - 1, 5}));
+  ASSERT_TRUE(t->Append(b).ok());
+  EXPECT_EQ(*t->DeleteWhere(*Predicate::Parse("id == 9007199254740993")), 1);
+  EXPECT_EQ(t->num_rows(), 2);
+  EXPECT_EQ(*t->DeleteWhere(*Predicate::Parse("u == 18446744073709551614")), 0);  // that row is gone
+  EXPECT_EQ(*t->DeleteWhere(*Predicate::Parse("id < -9007199254740992")), 1);
+  auto res = t->Erase(*Predicate::Parse("u == 18446744073709551615"));
+  ASSERT_TRUE(res.ok()) << res.status();
+  EXPECT_EQ(res->rows_erased, 1);
+  EXPECT_EQ(t->num_rows(), 0);
+}
+
+}  // namespace
+}  // namespace flywheel::table

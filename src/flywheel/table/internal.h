@@ -92,6 +92,11 @@ class PredicateMatcher {
   format::Field field_;
   std::string op_;
   double number_ = 0;
+  // Integer literals compare exactly with integer columns (ids above 2^53
+  // are not doubles).
+  bool integer_ = false;
+  bool negative_ = false;
+  uint64_t magnitude_ = 0;
   std::string text_;
 };
 

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <nlohmann/json.hpp>
 #include <set>
+#include <type_traits>
 
 #include "absl/strings/str_cat.h"
 #include "flywheel/base/utf8.h"
@@ -140,6 +141,23 @@ Result<VacuumResult> Table::Vacuum(const VacuumOptions& options) {
       }
       result.deleted.push_back(rel);
       result.bytes_freed += e.size;
+    }
+  }
+  // Erase key indexes (docs/format/table.md, "Erasure") of data files that
+  // are gone: <field id>-<file id>.bloom.
+  auto index = fs->List(io::JoinPath(uri_, "_erase_index"));
+  if (index.ok() && !options.dry_run) {
+    std::set<std::string> live;
+    auto data = fs->List(io::JoinPath(uri_, "data"));
+    if (data.ok()) {
+      for (const auto& e : *data) live.insert(e.name.substr(0, e.name.rfind('.')));
+    }
+    for (const auto& e : *index) {
+      const size_t dash = e.name.find('-'), dot = e.name.rfind('.');
+      if (dash == std::string::npos || dot == std::string::npos || dot < dash) continue;
+      if (!live.count(e.name.substr(dash + 1, dot - dash - 1))) {
+        (void)fs->Delete(io::JoinPath(io::JoinPath(uri_, "_erase_index"), e.name));
+      }
     }
   }
   return result;
@@ -303,6 +321,40 @@ bool Compare(const T& a, const T& b, const std::string& op) {
   return a >= b;
 }
 
+// Three-way comparison of an integer column value with the literal
+// (negative_, magnitude_), exact for every int64/uint64.
+template <typename T>
+int CompareInteger(T x, bool negative, uint64_t magnitude) {
+  if constexpr (std::is_signed_v<T>) {
+    if (x < 0) {
+      if (!negative) return -1;
+      const uint64_t mx = uint64_t{0} - static_cast<uint64_t>(static_cast<int64_t>(x));
+      return mx == magnitude ? 0 : (mx > magnitude ? -1 : 1);
+    }
+  }
+  if (negative) return 1;
+  const uint64_t ux = static_cast<uint64_t>(x);
+  return ux == magnitude ? 0 : (ux < magnitude ? -1 : 1);
+}
+
+bool OpHolds(int cmp, const std::string& op) {
+  if (op == "==") return cmp == 0;
+  if (op == "!=") return cmp != 0;
+  if (op == "<") return cmp < 0;
+  if (op == "<=") return cmp <= 0;
+  if (op == ">") return cmp > 0;
+  return cmp >= 0;
+}
+
+template <typename T>
+void MatchInteger(const Column& c, bool negative, uint64_t magnitude, const std::string& op, int64_t base,
+                  std::vector<int64_t>* out) {
+  const T* d = c.values.as<T>();
+  for (int64_t i = 0; i < c.length; ++i) {
+    if (c.IsValid(i) && OpHolds(CompareInteger<T>(d[i], negative, magnitude), op)) out->push_back(base + i);
+  }
+}
+
 template <typename T>
 void MatchFixed(const Column& c, double v, const std::string& op, int64_t base, std::vector<int64_t>* out) {
   const T* d = c.values.as<T>();
@@ -340,6 +392,15 @@ Result<PredicateMatcher> PredicateMatcher::Make(const format::Schema& schema, co
                                                    pred.column, "' is ", type.ToString()));
   }
   m.number_ = value.is_string() ? 0 : value.is_boolean() ? (value.get<bool>() ? 1.0 : 0.0) : value.get<double>();
+  if (value.is_number_unsigned()) {
+    m.integer_ = true;
+    m.magnitude_ = value.get<uint64_t>();
+  } else if (value.is_number_integer()) {
+    const int64_t v = value.get<int64_t>();
+    m.integer_ = true;
+    m.negative_ = v < 0;
+    m.magnitude_ = v < 0 ? uint64_t{0} - static_cast<uint64_t>(v) : static_cast<uint64_t>(v);
+  }
   m.text_ = value.is_string() ? value.get<std::string>() : "";
   return m;
 }
@@ -355,14 +416,19 @@ Status PredicateMatcher::Match(const Column& c, int64_t base, std::vector<int64_
       }
       return absl::OkStatus();
     case TypeId::kBool: MatchFixed<uint8_t>(c, v, op_, base, out); return absl::OkStatus();
-    case TypeId::kInt8: MatchFixed<int8_t>(c, v, op_, base, out); return absl::OkStatus();
-    case TypeId::kInt16: MatchFixed<int16_t>(c, v, op_, base, out); return absl::OkStatus();
-    case TypeId::kInt32: MatchFixed<int32_t>(c, v, op_, base, out); return absl::OkStatus();
-    case TypeId::kInt64: MatchFixed<int64_t>(c, v, op_, base, out); return absl::OkStatus();
-    case TypeId::kUInt8: MatchFixed<uint8_t>(c, v, op_, base, out); return absl::OkStatus();
-    case TypeId::kUInt16: MatchFixed<uint16_t>(c, v, op_, base, out); return absl::OkStatus();
-    case TypeId::kUInt32: MatchFixed<uint32_t>(c, v, op_, base, out); return absl::OkStatus();
-    case TypeId::kUInt64: MatchFixed<uint64_t>(c, v, op_, base, out); return absl::OkStatus();
+#define FW_MATCH_INT(T)                                                   \
+  if (integer_) MatchInteger<T>(c, negative_, magnitude_, op_, base, out); \
+  else MatchFixed<T>(c, v, op_, base, out);                              \
+  return absl::OkStatus()
+    case TypeId::kInt8: FW_MATCH_INT(int8_t);
+    case TypeId::kInt16: FW_MATCH_INT(int16_t);
+    case TypeId::kInt32: FW_MATCH_INT(int32_t);
+    case TypeId::kInt64: FW_MATCH_INT(int64_t);
+    case TypeId::kUInt8: FW_MATCH_INT(uint8_t);
+    case TypeId::kUInt16: FW_MATCH_INT(uint16_t);
+    case TypeId::kUInt32: FW_MATCH_INT(uint32_t);
+    case TypeId::kUInt64: FW_MATCH_INT(uint64_t);
+#undef FW_MATCH_INT
     case TypeId::kFloat32: MatchFixed<float>(c, v, op_, base, out); return absl::OkStatus();
     case TypeId::kFloat64: MatchFixed<double>(c, v, op_, base, out); return absl::OkStatus();
     default:
