@@ -51,7 +51,11 @@ def _node_text(node: Any) -> str:
     text = os.fspath(node)
     if text.startswith(("artifact:", "file:")):
         return text
-    if os.path.exists(text):
+    if os.path.isdir(os.path.join(text, "_versions")):
+        cat = default_catalog()
+        if cat is not None:
+            return cat._c.dataset_of(text)  # a table directory: its dataset, every version
+    if os.path.isfile(text):
         return "artifact:" + os.path.abspath(text)
     return text
 

@@ -92,7 +92,9 @@ def ingest(sources: Union[str, Sequence[str]], table: str, *, format: str = "aut
         if not src.get("error"):
             node = "file:" + src["path"]
             inputs.append(node)
-            detail[node] = {k: src.get(k) for k in ("format", "size", "rows", "checksum")}
+            # The keys `flywheel ingest` records too.
+            detail[node] = {"format": src.get("format"), "size_bytes": src.get("size"), "rows": src.get("rows"),
+                            "xxh3_64": src.get("checksum")}
     _catalog._record_op("ingest", f"ingest:{table}", inputs, [(where, v) for v in result.get("versions", [])],
                         {"format": format, "on_error": on_error}, detail)
     return result

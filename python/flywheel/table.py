@@ -405,7 +405,8 @@ class Table:
         if run is not None:
             run._note_write(self.path, self.version)
             return
-        _catalog._record_op(op, f"{op}:{self.path}", [(self.path, before)] if before else [],
+        name = cat._c.dataset_of(self.path) if cat is not None else self.path
+        _catalog._record_op(op, f"{op}:{name}", [(self.path, before)] if before else [],
                             [(self.path, self.version)])
 
     # ------------------------------------------------------ version management

@@ -545,8 +545,8 @@ def test_hostile_dataset_names_are_bound_and_stay_under_the_catalog(cat, tmp_pat
     assert [x["name"] for x in cat.datasets(namespace="o'b;r")] == [weird]
     up = cat.upstream(f"{weird}@2")
     assert sorted((r["job"], [i["id"] for i in r["inputs"]], [o["id"] for o in r["outputs"]]) for r in up["runs"]) == [
-        (f"append:{os.path.realpath(t.path)}", [f"{weird}@1"], [f"{weird}@2"]),
-        (f"create:{os.path.realpath(t.path)}", [], [f"{weird}@1"])]
+        (f"append:{weird}", [f"{weird}@1"], [f"{weird}@2"]),
+        (f"create:{weird}", [], [f"{weird}@1"])]
 
     for bad in ("../x", "a/../b", "ns/..", "./t", "a/b/c", "noslash", "ns/", "/t", "ns/a\\b", "ns/t\n"):
         with pytest.raises(ValueError):

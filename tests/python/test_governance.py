@@ -336,6 +336,7 @@ def test_audit_records_decisions_and_detects_tampering(catdir):
     log = events(catdir)
     assert [_flag(e) for e in log] == [
         (ADMIN, "create", "hr/people", False),
+        (ADMIN, "register_first_sight", "hr/people", False),
         (ADMIN, "commit", "hr/people", False),
         (ADMIN, "write", "hr/people", False),
         (ADMIN, "commit", "hr/people", False),
@@ -348,10 +349,11 @@ def test_audit_records_decisions_and_detects_tampering(catdir):
         ("bob", "revoke", "hr/people", True),
     ]
     assert [e["seq"] for e in log] == list(range(1, len(log) + 1))
-    assert log[4]["detail"]["privilege"] == "READ"
-    assert log[5]["detail"] == {"to": "bob", "grant": "READ", "privilege": "ADMIN"}
-    assert log[8]["detail"]["privilege"] == "WRITE"
-    assert log[9]["detail"]["from"] == "bob" and log[9]["detail"]["revoke"] == "READ"
+    assert log[1]["detail"]["uri"].endswith("/hr/people")  # registered on first sight, after the create
+    assert log[5]["detail"]["privilege"] == "READ"
+    assert log[6]["detail"] == {"to": "bob", "grant": "READ", "privilege": "ADMIN"}
+    assert log[9]["detail"]["privilege"] == "WRITE"
+    assert log[10]["detail"]["from"] == "bob" and log[10]["detail"]["revoke"] == "READ"
     assert [e["detail"]["version"] for e in log if e["action"] == "commit"] == [1, 2]
     assert log[0]["prev_hash"] == ""
     for prev, e in zip(log, log[1:]):

@@ -495,6 +495,7 @@ Result<DatasetInfo> Catalog::ResolveTable(const std::string& uri) {
     std::string r = rel.generic_string();
     if (!rel.empty() && !absl::StartsWith(r, "..") && ValidateDatasetName(r).ok()) {
       auto got = Register(r, abs, /*own_namespace=*/false);
+      if (got.ok()) FW_RETURN_IF_ERROR(Audit("register_first_sight", got->name, json{{"uri", abs}}.dump()));
       if (got.ok() || !absl::IsAlreadyExists(got.status())) return got;
     }
   }
@@ -503,7 +504,10 @@ Result<DatasetInfo> Catalog::ResolveTable(const std::string& uri) {
   for (int i = 0; i < 1000; ++i) {
     std::string name = i == 0 ? absl::StrCat("external/", base) : absl::StrCat("external/", base, "-", i + 1);
     auto got = Register(name, abs, /*own_namespace=*/false);
-    if (got.ok()) return got;
+    if (got.ok()) {
+      FW_RETURN_IF_ERROR(Audit("register_first_sight", got->name, json{{"uri", abs}}.dump()));
+      return got;
+    }
     if (!absl::IsAlreadyExists(got.status())) return got.status();
     // Another process may have registered this very table meanwhile.
     std::lock_guard<std::mutex> lock(mu_->mu);
@@ -571,6 +575,12 @@ Status Catalog::AddEdge(const Edge& e) {
   std::lock_guard<std::mutex> lock(mu_->mu);
   FW_ASSIGN_OR_RETURN(SqlRows run, db_->Query("SELECT state FROM runs WHERE id = ?", {e.run_id}));
   if (run.empty()) return absl::NotFoundError(absl::StrCat("run ", e.run_id, " is not in the catalog"));
+  // A finished run's events are out; an edge added now would be in the
+  // catalog but in none of them.
+  if (run[0].Text(0) != RunStateName(RunState::kRunning)) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("run ", e.run_id, " has finished (", run[0].Text(0), "); record edges before finishing it"));
+  }
   return db_->Exec(
       "INSERT INTO edges (run_id, direction, kind, node, version, hash, detail) VALUES (?, ?, ?, ?, ?, ?, ?)",
       {e.run_id, e.input ? "in" : "out", KindName(e.node.kind), e.node.name, e.node.version, e.node.hash,
@@ -649,6 +659,9 @@ Result<Node> Catalog::LogArtifact(const std::string& run_id, const std::string& 
     FW_RETURN_IF_ERROR(db_->InTransaction(TxnMode::kWrite, [&]() -> Status {
       FW_ASSIGN_OR_RETURN(SqlRows run, db_->Query("SELECT state FROM runs WHERE id = ?", {run_id}));
       if (run.empty()) return absl::NotFoundError(absl::StrCat("run ", run_id, " is not in the catalog"));
+      if (run[0].Text(0) != RunStateName(RunState::kRunning)) {
+        return absl::FailedPreconditionError(absl::StrCat("run ", run_id, " has finished (", run[0].Text(0), ")"));
+      }
       FW_RETURN_IF_ERROR(db_->Exec("INSERT INTO artifacts (path, hash, size_bytes, created_ms, run_id) "
                                    "VALUES (?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
                                    {abs, node.hash, static_cast<int64_t>(size), NowMs(), run_id}));

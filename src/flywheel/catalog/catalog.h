@@ -276,7 +276,8 @@ class Catalog {
   Result<ReadPolicy> ReadPolicyFor(const std::string& dataset);
   // Retention: keep the newest `keep_versions` versions and every version
   // younger than `keep_days` (0 = no such rule; tagged versions are always
-  // kept). ADMIN on the dataset. Applied by ApplyRetention (recorder.h).
+  // kept). Both 0 removes the policy. ADMIN on the dataset. Applied by
+  // ApplyRetention (recorder.h).
   Status SetRetention(const std::string& dataset, int64_t keep_versions, int64_t keep_days);
   // {keep_versions, keep_days} of every dataset with a policy.
   Result<std::map<std::string, std::pair<int64_t, int64_t>>> RetentionPolicies();

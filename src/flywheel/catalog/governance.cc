@@ -288,9 +288,6 @@ Result<ReadPolicy> Catalog::ReadPolicyFor(const std::string& dataset) {
 
 Status Catalog::SetRetention(const std::string& dataset, int64_t keep_versions, int64_t keep_days) {
   if (keep_versions < 0 || keep_days < 0) return absl::InvalidArgumentError("retention: counts must be >= 0");
-  if (keep_versions == 0 && keep_days == 0) {
-    return absl::InvalidArgumentError("retention: give keep_versions and/or keep_days (>= 1)");
-  }
   FW_RETURN_IF_ERROR(GetDataset(dataset).status());
   FW_RETURN_IF_ERROR(Authorize(dataset, Privilege::kAdmin, "set_retention",
                                json{{"keep_versions", keep_versions}, {"keep_days", keep_days}}.dump()));

@@ -70,7 +70,9 @@ json DatasetJson(const Edge& e, const std::map<std::string, DatasetFacts>& facts
       d["namespace"] = kDatasetNamespace;
       d["name"] = e.node.name;
       auto it = facts.find(e.node.ToString());
-      if (it != facts.end()) {
+      // A dataset the catalog has no location for gets no dataSource facet
+      // (its uri must be a URI, and "" is not one).
+      if (it != facts.end() && !it->second.uri.empty()) {
         json src = Facet("1-0-1", "DatasourceDatasetFacet");
         src["name"] = kDatasetNamespace;
         src["uri"] = it->second.uri.rfind('/', 0) == 0 ? FileUri(it->second.uri) : it->second.uri;

@@ -189,9 +189,12 @@ Result<std::vector<RetentionOutcome>> ApplyRetention(Catalog& catalog, const std
   const int64_t now = std::chrono::duration_cast<std::chrono::milliseconds>(
                           std::chrono::system_clock::now().time_since_epoch())
                           .count();
+  // Every dataset is checked before any is expired.
+  for (const auto& [name, rule] : policies) {
+    FW_RETURN_IF_ERROR(catalog.Authorize(name, Privilege::kAdmin, dry_run ? "retention_dry_run" : "retention"));
+  }
   for (const auto& [name, rule] : policies) {
     const auto [keep_versions, keep_days] = rule;
-    FW_RETURN_IF_ERROR(catalog.Authorize(name, Privilege::kAdmin, dry_run ? "retention_dry_run" : "retention"));
     FW_ASSIGN_OR_RETURN(DatasetInfo ds, catalog.GetDataset(name));
     FW_ASSIGN_OR_RETURN(auto t, table::Table::Open(ds.uri));
     RetentionOutcome o;

@@ -1,4 +1,5 @@
-// `flywheel lineage up|down|samples` and `flywheel catalog datasets|runs|register`
+// `flywheel lineage up|down|samples`, `flywheel catalog ...`, grant/revoke/grants,
+// audit, erase and retention
 // (docs/catalog.md).
 #include <cstdio>
 #include <filesystem>
@@ -145,7 +146,15 @@ Status PrintSamples(Catalog& c, const Node& artifact, bool as_json, json* out, i
   for (const auto& e : edges) {
     if (e.input && e.node.kind == Node::Kind::kArtifact && depth < 32) {
       if (!as_json) std::printf("%s  resumed from:\n", std::string(2 * depth, ' ').c_str());
-      FW_RETURN_IF_ERROR(PrintSamples(c, e.node, as_json, out, depth + 1));
+      Status s = PrintSamples(c, e.node, as_json, out, depth + 1);
+      if (absl::IsNotFound(s)) {
+        // Resumed from a checkpoint no run logged: say so, keep going.
+        if (!as_json) std::printf("%s  %s (no run logged it)\n", std::string(2 * depth + 2, ' ').c_str(),
+                                  e.node.ToString().c_str());
+        out->push_back({{"artifact", {{"id", e.node.ToString()}}}, {"unlogged", true}});
+        continue;
+      }
+      FW_RETURN_IF_ERROR(s);
     }
   }
   return absl::OkStatus();
@@ -180,7 +189,10 @@ void AddCatalogCommands(CLI::App& app, int* rc) {
       std::error_code ec;
       const bool is_file = std::filesystem::is_regular_file(*node, ec);
       auto n = is_file ? Node::Parse("artifact:" + *node) : Node::Parse(*node);
-      if (!n.ok()) n = Node::Parse("artifact:" + *node);
+      if (!n.ok()) {
+        return void(*rc = Fail(Annotate(n.status(), "not a dataset (ns/table[@VERSION]), artifact:PATH, file:PATH "
+                                                    "or an existing file")));
+      }
       auto g = up ? (*c)->Upstream(*n, *depth) : (*c)->Downstream(*n, *depth);
       if (!g.ok()) return void(*rc = Fail(g.status()));
       if (*as_json) std::printf("%s\n", json::parse(catalog::LineageJson(*g, up)).dump(2).c_str());

@@ -322,7 +322,7 @@ void AddTableCommands(CLI::App& app, int* rc) {
         if (!s.ok()) return void(*rc = Fail(s));
         n = static_cast<int64_t>(rows->size());
       }
-      RecordTableWrite("delete", **t, before);
+      if ((*t)->version() != before) RecordTableWrite("delete", **t, before);
       std::printf("deleted %lld rows: version %lld, %lld rows\n", static_cast<long long>(n),
                   static_cast<long long>((*t)->version()), static_cast<long long>((*t)->num_rows()));
     });
