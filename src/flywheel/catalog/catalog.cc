@@ -81,7 +81,10 @@ std::string AbsolutePath(const std::string& p) {
   fs::path abs = fs::absolute(p, ec);
   if (ec) return p;
   fs::path canon = fs::weakly_canonical(abs, ec);
-  return (ec ? abs.lexically_normal() : canon).string();
+  std::string out = (ec ? abs.lexically_normal() : canon).string();
+  // "/a/b/" and "/a/b" are one path (normalising "/a/b/c/.." keeps a slash).
+  while (out.size() > 1 && out.back() == '/') out.pop_back();
+  return out;
 }
 
 // The versioned schema. Each entry is applied once, in order, in one
@@ -251,6 +254,11 @@ std::string Node::ToString() const {
 }
 
 Result<Node> Node::Parse(const std::string& text) {
+  for (unsigned char c : text) {
+    if (c < 0x20 || c == 0x7f) {
+      return absl::InvalidArgumentError("a lineage node name may not contain control characters");
+    }
+  }
   Node n;
   if (absl::StartsWith(text, "artifact:")) {
     n.kind = Kind::kArtifact;
