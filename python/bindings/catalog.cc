@@ -298,6 +298,7 @@ void RegisterCatalog(py::module_& m) {
         d["first_bad_seq"] = v.first_bad_seq;
         d["problem"] = v.problem;
         d["head_hash"] = v.head_hash;
+        d["anchored"] = v.anchored;
         return d;
       });
 }

@@ -361,7 +361,8 @@ def test_audit_records_decisions_and_detects_tampering(catdir):
 
     cat = act(catdir, ADMIN)
     v = cat.verify_audit()
-    assert v == {"ok": True, "events": len(log), "first_bad_seq": 0, "problem": "", "head_hash": log[-1]["hash"]}
+    assert v == {"ok": True, "events": len(log), "first_bad_seq": 0, "problem": "", "head_hash": log[-1]["hash"],
+                 "anchored": True}
     r = fw(catdir, ADMIN, "audit", "verify")
     assert r.returncode == 0 and "intact" in r.stdout and log[-1]["hash"] in r.stdout
     j = json.loads(fw(catdir, "bob", "audit", "verify", "--json").stdout)
@@ -393,13 +394,14 @@ def test_audit_records_decisions_and_detects_tampering(catdir):
     assert cat.verify_audit()["ok"] is True
     assert fw(catdir, ADMIN, "audit", "verify", check=False).returncode == 0
 
-    # Dropping the newest event leaves a valid (shorter) chain: only the
-    # anchored head hash shows it (the documented reason to anchor it).
+    # Dropping the newest event leaves a valid (shorter) chain: the anchor
+    # file beside the database (<catalog>/audit.head) shows it.
     anchor = cat.verify_audit()["head_hash"]
+    assert open(os.path.join(catdir, "audit.head")).read().split() == [str(len(log)), anchor]
     sql("DELETE FROM audit WHERE seq = ?", len(log))
     v = cat.verify_audit()
-    assert v["ok"] is True and v["events"] == len(log) - 1 and v["head_hash"] != anchor
-    assert v["head_hash"] == log[-2]["hash"]
+    assert v["ok"] is False and v["first_bad_seq"] == len(log) and "removed from the end" in v["problem"], v
+    assert fw(catdir, ADMIN, "audit", "verify", check=False).returncode == 5
 
     # Deleting an event in the middle breaks the chain there.
     sql("DELETE FROM audit WHERE seq = 5")

@@ -3,6 +3,10 @@
 // or reordering any event breaks the chain from there on. docs/catalog.md,
 // "Audit".
 #include <openssl/evp.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <mutex>
 
 #include "absl/strings/str_cat.h"
 #include "flywheel/catalog/catalog.h"
@@ -13,6 +17,12 @@ namespace flywheel::catalog {
 namespace {
 
 using internal_catalog::NowMs;
+
+// Serialises anchor updates between the catalogs of one process.
+std::mutex& AnchorMutex() {
+  static std::mutex mu;
+  return mu;
+}
 
 // Each field is length-prefixed so no two different events hash the same
 // bytes.
@@ -51,8 +61,9 @@ constexpr const char* kColumns = "seq, time_ms, principal, action, object, detai
 
 Status Catalog::Audit(const std::string& action, const std::string& object, const std::string& detail_json) {
   std::lock_guard<std::mutex> lock(mu_->mu);
+  AuditEvent appended;
   // Exclusive: the next event must extend the latest one.
-  return db_->InTransaction(TxnMode::kExclusive, [&]() -> Status {
+  FW_RETURN_IF_ERROR(db_->InTransaction(TxnMode::kExclusive, [&]() -> Status {
     FW_ASSIGN_OR_RETURN(SqlRows last, db_->Query("SELECT seq, hash FROM audit ORDER BY seq DESC LIMIT 1"));
     AuditEvent e;
     e.seq = last.empty() ? 1 : last[0].Int(0) + 1;
@@ -63,9 +74,37 @@ Status Catalog::Audit(const std::string& action, const std::string& object, cons
     e.object = object;
     e.detail_json = detail_json.empty() ? "{}" : detail_json;
     e.hash = EventHash(e);
+    appended = e;
     return db_->Exec(absl::StrCat("INSERT INTO audit (", kColumns, ") VALUES (?, ?, ?, ?, ?, ?, ?, ?)"),
                      {e.seq, e.time_ms, e.principal, e.action, e.object, e.detail_json, e.prev_hash, e.hash});
-  });
+  }));
+  if (!options_.audit_anchor.empty()) {
+    // After the commit, so the anchor never names an event that is not
+    // stored. Concurrent appenders may leave it a few events behind; it
+    // must never be ahead, so an older anchor never overwrites a newer one.
+    std::lock_guard<std::mutex> anchor_lock(AnchorMutex());
+    int64_t current = 0;
+    if (std::FILE* f = std::fopen(options_.audit_anchor.c_str(), "r")) {
+      long long seq = 0;
+      if (std::fscanf(f, "%lld", &seq) == 1) current = seq;
+      std::fclose(f);
+    }
+    if (appended.seq > current) {
+      const std::string tmp = absl::StrCat(options_.audit_anchor, ".tmp.", ::getpid());
+      if (std::FILE* f = std::fopen(tmp.c_str(), "w")) {
+        std::fprintf(f, "%lld %s\n", static_cast<long long>(appended.seq), appended.hash.c_str());
+        const bool ok = std::fflush(f) == 0 && ::fsync(::fileno(f)) == 0;
+        std::fclose(f);
+        if (!ok || std::rename(tmp.c_str(), options_.audit_anchor.c_str()) != 0) {
+          std::remove(tmp.c_str());
+          return absl::UnavailableError(absl::StrCat("audit anchor ", options_.audit_anchor, ": cannot update"));
+        }
+      } else {
+        return absl::UnavailableError(absl::StrCat("audit anchor ", options_.audit_anchor, ": cannot write"));
+      }
+    }
+  }
+  return absl::OkStatus();
 }
 
 Result<std::vector<AuditEvent>> Catalog::AuditEvents(int64_t after_seq, int64_t limit) {
@@ -121,6 +160,34 @@ Result<AuditVerifyResult> Catalog::VerifyAudit() {
     }
   }
   res.head_hash = prev;
+  // The anchor outside the database: the chain must still hold the event it
+  // names (it may be behind the head, never past it).
+  if (!options_.audit_anchor.empty()) {
+    if (std::FILE* f = std::fopen(options_.audit_anchor.c_str(), "r")) {
+      long long seq = 0;
+      char hash[80] = {0};
+      const bool parsed = std::fscanf(f, "%lld %79s", &seq, hash) == 2;
+      std::fclose(f);
+      res.anchored = true;
+      if (!parsed) {
+        res.ok = false;
+        res.problem = absl::StrCat("the audit anchor ", options_.audit_anchor, " is unreadable");
+      } else if (seq > res.events) {
+        res.ok = false;
+        res.first_bad_seq = res.events + 1;
+        res.problem = absl::StrCat("events ", res.events + 1, "..", seq, " were removed from the end (the anchor ",
+                                   options_.audit_anchor, " records event ", seq, ")");
+      } else if (seq > 0) {
+        FW_ASSIGN_OR_RETURN(std::vector<AuditEvent> at, AuditEvents(seq - 1, 1));
+        if (at.empty() || at[0].hash != hash) {
+          res.ok = false;
+          res.first_bad_seq = seq;
+          res.problem = absl::StrCat("event ", seq, " differs from the one the anchor ", options_.audit_anchor,
+                                     " recorded (the chain was rewritten)");
+        }
+      }
+    }
+  }
   return res;
 }
 

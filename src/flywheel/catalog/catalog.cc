@@ -326,6 +326,11 @@ Result<std::unique_ptr<Catalog>> Catalog::Open(const std::string& spec, CatalogO
     if (const char* f = std::getenv("FLYWHEEL_OPENLINEAGE_FILE"); f != nullptr) options.openlineage_file = f;
   if (options.openlineage_file.empty() && !c->root_.empty())
     options.openlineage_file = (fs::path(c->root_) / "openlineage.jsonl").string();
+  if (options.audit_anchor.empty())
+    if (const char* a = std::getenv("FLYWHEEL_AUDIT_ANCHOR"); a != nullptr) options.audit_anchor = a;
+  if (options.audit_anchor.empty() && !c->root_.empty())
+    options.audit_anchor = (fs::path(c->root_) / "audit.head").string();
+  if (options.audit_anchor == "-") options.audit_anchor.clear();
   if (options.openlineage_url.empty())
     if (const char* u = std::getenv("FLYWHEEL_OPENLINEAGE_URL"); u != nullptr) options.openlineage_url = u;
   // "-" turns the file sink off (a directory catalog has one by default).

@@ -42,6 +42,11 @@ struct CatalogOptions {
   // And POSTed to this endpoint (Marquez-compatible: the base URL, events go
   // to <url>/api/v1/lineage). Empty = FLYWHEEL_OPENLINEAGE_URL, else none.
   std::string openlineage_url;
+  // A file outside the database that each audit append updates with the
+  // chain's newest "<seq> <hash>", so VerifyAudit can tell that events were
+  // cut from the end. Empty = FLYWHEEL_AUDIT_ANCHOR, else <catalog
+  // root>/audit.head for a directory catalog, else none; "-": none.
+  std::string audit_anchor;
 };
 
 // A node of the lineage graph.
@@ -174,6 +179,7 @@ struct AuditVerifyResult {
   int64_t first_bad_seq = 0;  // 0 when ok
   std::string problem;        // what is wrong there, in words
   std::string head_hash;      // hash of the last event (anchor it elsewhere)
+  bool anchored = false;      // an anchor file was there and checked
 };
 
 // JSON forms (docs/catalog.md, "JSON"): {"start", "direction", "runs":

@@ -113,6 +113,9 @@ class GovernanceTest : public ::testing::TestWithParam<std::string> {
     o.principal = principal;
     o.warehouse = warehouse_;
     o.openlineage_file = "-";
+    // Both backends keep an anchor file (a directory catalog would default
+    // to <root>/audit.head; PostgreSQL has no root).
+    o.audit_anchor = dir_ + "/audit.head";
     auto c = Catalog::Open(spec_, o);
     EXPECT_TRUE(c.ok()) << c.status();
     return c.ok() ? std::move(*c) : nullptr;
@@ -650,6 +653,25 @@ TEST_P(GovernanceTest, VerifyAuditFindsAnAppendedForgery) {
   EXPECT_FALSE(v.ok);
   EXPECT_EQ(v.first_bad_seq, 5) << v.problem;
   EXPECT_TRUE(Contains(v.problem, "edited")) << v.problem;
+}
+
+TEST_P(GovernanceTest, TheAnchorShowsEventsCutFromTheEnd) {
+  MakeChain(5);
+  AuditVerifyResult before = Verify(*admin_);
+  ASSERT_TRUE(before.ok) << before.problem;
+  EXPECT_TRUE(before.anchored);
+  // Cutting the newest event leaves a valid, shorter chain.
+  ASSERT_OK(admin_->db()->Exec("DELETE FROM audit WHERE seq = (SELECT max(seq) FROM audit)"));
+  AuditVerifyResult v = Verify(*admin_);
+  EXPECT_FALSE(v.ok);
+  EXPECT_EQ(v.first_bad_seq, before.events) << v.problem;
+  EXPECT_TRUE(Contains(v.problem, "removed from the end")) << v.problem;
+  // Rewriting the whole chain consistently (here: re-appending a different
+  // last event) does not fool it either: the anchored event differs.
+  ASSERT_OK(admin_->Audit("forged", "*"));
+  v = Verify(*admin_);
+  EXPECT_FALSE(v.ok);
+  EXPECT_EQ(v.first_bad_seq, before.events) << v.problem;
 }
 
 // ---- 7. concurrent writers ------------------------------------------------------
