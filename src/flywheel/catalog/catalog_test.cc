@@ -25,21 +25,17 @@ namespace {
 namespace fs = std::filesystem;
 using json = nlohmann::json;
 
-// One server for the whole binary, stopped when the process exits.
 testing::PgServer* SharedPg() {
-  static std::unique_ptr<testing::PgServer> server = []() -> std::unique_ptr<testing::PgServer> {
-    auto s = testing::PgServer::Start();
-    EXPECT_TRUE(s.ok()) << s.status();
-    return s.ok() ? std::move(*s) : nullptr;
-  }();
-  return server.get();
+  std::string error;
+  testing::PgServer* server = testing::SharedPgServer(&error);
+  EXPECT_NE(server, nullptr) << "could not start PostgreSQL: " << error;
+  return server;
 }
 
 std::string TempDir(const std::string& tag) {
-  std::string tmpl = (fs::temp_directory_path() / ("flywheel-catalog-" + tag + "-XXXXXX")).string();
-  char* d = ::mkdtemp(tmpl.data());
-  EXPECT_NE(d, nullptr);
-  return tmpl;
+  std::string dir = testing::MakeTempDir("catalog-" + tag);
+  EXPECT_FALSE(dir.empty());
+  return dir;
 }
 
 std::vector<json> ReadLines(const std::string& path) {

@@ -357,4 +357,24 @@ Result<std::string> PgServer::CreateDatabase(const std::string& db) {
   return prefix + db + suffix;
 }
 
+PgServer* SharedPgServer(std::string* error) {
+  static std::string failure;
+  static std::unique_ptr<PgServer> server = []() -> std::unique_ptr<PgServer> {
+    auto s = PgServer::Start();
+    if (!s.ok()) {
+      failure = std::string(s.status().message());
+      return nullptr;
+    }
+    return std::move(*s);
+  }();
+  if (error != nullptr) *error = failure;
+  return server.get();
+}
+
+std::string MakeTempDir(const std::string& tag) {
+  std::string tmpl = (std::filesystem::temp_directory_path() / ("flywheel-" + tag + "-XXXXXX")).string();
+  if (::mkdtemp(tmpl.data()) == nullptr) return std::string();
+  return tmpl;
+}
+
 }  // namespace flywheel::catalog::testing

@@ -39,4 +39,11 @@ class PgServer {
   int port_ = 5432;
 };
 
+// One server for the whole process, started on first use and stopped when
+// the process exits; nullptr when it cannot start (the reason in *error).
+PgServer* SharedPgServer(std::string* error = nullptr);
+
+// A fresh directory under the system temp dir, "flywheel-<tag>-XXXXXX".
+std::string MakeTempDir(const std::string& tag);
+
 }  // namespace flywheel::catalog::testing
