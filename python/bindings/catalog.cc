@@ -107,12 +107,20 @@ void RegisterCatalog(py::module_& m) {
              py::gil_scoped_release r;
              return ValueOrThrow(c.c().StartRun(job, job_type, params)).id;
            })
+      .def_static("hash_file",
+                  [](const std::string& path) {
+                    py::gil_scoped_release r;
+                    return ValueOrThrow(Catalog::HashFile(path));
+                  })
       .def("add_edge",
-           [](PyCatalog& c, const std::string& run_id, bool input, const std::string& node, const std::string& detail) {
+           [](PyCatalog& c, const std::string& run_id, bool input, const std::string& node, const std::string& detail,
+              const std::string& hash) {
              Node n = ParseNode(node);
+             n.hash = hash;
              py::gil_scoped_release r;
              ThrowIfError(c.c().AddEdge(catalog::Edge{run_id, input, n, detail}));
-           })
+           },
+           py::arg("run_id"), py::arg("input"), py::arg("node"), py::arg("detail"), py::arg("hash") = "")
       .def("finish_run",
            [](PyCatalog& c, const std::string& run_id, const std::string& state, const std::string& error) {
              catalog::RunState s = catalog::RunState::kAbort;

@@ -326,8 +326,13 @@ class Run:
 
     def use_artifact(self, path: PathLike) -> None:
         """Records that the run started from a checkpoint logged by another
-        run (``lineage samples`` then includes that checkpoint's samples)."""
-        self._edge(True, "artifact:" + os.path.abspath(os.fspath(path)))
+        run, with its content hash (``lineage samples`` then includes the
+        samples behind exactly that checkpoint, even if the path was logged
+        again later)."""
+        if self.id is None:
+            return
+        p = os.path.abspath(os.fspath(path))
+        self.catalog._c.add_edge(self.id, True, "artifact:" + p, "{}", _core.Catalog.hash_file(p))
 
     def log_artifact(self, path: PathLike) -> Dict[str, str]:
         """Records a checkpoint (content hash) as an output, with the samples
@@ -356,6 +361,7 @@ class Run:
         self._writes[(uri, int(version))] = None
 
     def _note_loader(self, loader: Any) -> None:
+        # A loader first seen here starts its record at its state now.
         if not any(l is loader for l, _ in self._loaders):
             self._loaders.append((loader, loader.state_dict()))
 

@@ -247,7 +247,9 @@ class Loader:
         """This rank's next batch, or None at the end of the epoch."""
         if self._started is None:
             self._started = time.monotonic()
-            _catalog._note_loader(self)  # lineage: the active flywheel.run records this loader's samples
+        # Lineage: the active flywheel.run (if any) records this loader's
+        # samples from the first batch it hands out inside the run.
+        _catalog._note_loader(self)
         out = self._core.next(self._timeout)
         if out is None:
             return None

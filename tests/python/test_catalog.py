@@ -663,3 +663,46 @@ def test_cli_lineage_dot_of_a_path_ending_in_a_backslash_is_well_formed(cat, tmp
             "regression: `lineage --dot` does not escape backslashes in node ids, so a trailing '\\' escapes the closing "
             f"quote (src/flywheel/cli/catalog_commands.cc, DotQuote): {e}\n{dot}") from None
     assert ('"run:%s"' % run.id, '"artifact:%s"' % ckpt.replace("\\", "\\\\")) in edges, dot
+
+
+def test_use_artifact_pins_the_checkpoint_even_if_its_path_is_logged_again(cat, tmp_path):
+    """Resuming records the checkpoint's hash: a later run that overwrites
+    and re-logs the same path does not change what the resumed run used."""
+    ckpt = str(tmp_path / "model.pt")
+    with open(ckpt, "w") as f:
+        f.write("weights v1")
+    with flywheel.run("train-a") as a:
+        v1 = a.log_artifact(ckpt)
+    with flywheel.run("train-b") as b:
+        b.use_artifact(ckpt)
+        out = str(tmp_path / "model-b.pt")
+        with open(out, "w") as f:
+            f.write("weights b")
+        b.log_artifact(out)
+    with open(ckpt, "w") as f:
+        f.write("weights v2")
+    with flywheel.run("train-c") as c:
+        v2 = c.log_artifact(ckpt)
+    assert v1["hash"] != v2["hash"]
+    edges = cat.get_run(b.id)["inputs"]
+    assert [(e["kind"], e["hash"]) for e in edges] == [("artifact", v1["hash"])]
+    # Walking up from b's checkpoint meets train-a (the v1 logging), not train-c.
+    jobs = [r["job"] for r in cat.upstream(out)["runs"]]
+    assert jobs == ["train-b", "train-a"], jobs
+
+
+def test_a_loader_iterated_before_the_run_is_recorded_from_its_first_batch_inside(cat, tmp_path):
+    t = flywheel.Table.create("ds/t", {"x": "int64"})
+    t.append({"x": np.arange(256)})
+    loader = flywheel.Loader("ds/t", batch_size=32, seed=1)
+    it = iter(loader)
+    next(it)
+    next(it)  # 64 positions consumed before the run
+    with flywheel.run("late") as r:
+        next(it)
+        ck = str(tmp_path / "late.pt")
+        with open(ck, "w") as f:
+            f.write("w")
+        r.log_artifact(ck)
+    detail = cat.samples(ck)["sources"][0]["detail"]
+    assert (detail["start"]["consumed"], detail["state"]["consumed"]) == (64, 96)

@@ -642,10 +642,7 @@ Status Catalog::FinishRun(const std::string& run_id, RunState state, const std::
   return Emit(run, RunStateName(state), edges);
 }
 
-Result<Node> Catalog::LogArtifact(const std::string& run_id, const std::string& path,
-                                  const std::string& samples_json) {
-  json samples = json::parse(samples_json.empty() ? "[]" : samples_json, nullptr, false);
-  if (!samples.is_array()) return absl::InvalidArgumentError("LogArtifact: samples must be a JSON array");
+Result<std::string> Catalog::HashFile(const std::string& path) {
   const std::string abs = AbsolutePath(path);
   std::FILE* f = std::fopen(abs.c_str(), "rb");
   if (f == nullptr) return absl::NotFoundError(absl::StrCat("artifact ", abs, ": cannot open: ", std::strerror(errno)));
@@ -666,7 +663,18 @@ Result<Node> Catalog::LogArtifact(const std::string& run_id, const std::string& 
   char hex[40];
   std::snprintf(hex, sizeof(hex), "%016llx%016llx", static_cast<unsigned long long>(h.high64),
                 static_cast<unsigned long long>(h.low64));
-  Node node{Node::Kind::kArtifact, abs, -1, absl::StrCat("xxh3:", hex)};
+  return absl::StrCat("xxh3:", hex);
+}
+
+Result<Node> Catalog::LogArtifact(const std::string& run_id, const std::string& path,
+                                  const std::string& samples_json) {
+  json samples = json::parse(samples_json.empty() ? "[]" : samples_json, nullptr, false);
+  if (!samples.is_array()) return absl::InvalidArgumentError("LogArtifact: samples must be a JSON array");
+  const std::string abs = AbsolutePath(path);
+  FW_ASSIGN_OR_RETURN(std::string hash, HashFile(abs));
+  std::error_code ec;
+  const uint64_t size = std::filesystem::file_size(abs, ec);
+  Node node{Node::Kind::kArtifact, abs, -1, hash};
   {
     std::lock_guard<std::mutex> lock(mu_->mu);
     FW_RETURN_IF_ERROR(db_->InTransaction(TxnMode::kWrite, [&]() -> Status {

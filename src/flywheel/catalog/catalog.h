@@ -241,6 +241,8 @@ class Catalog {
   Status FinishRun(const std::string& run_id, RunState state, const std::string& error = "");
   Result<RunInfo> GetRun(const std::string& run_id);
   Result<std::vector<Edge>> RunEdges(const std::string& run_id);
+  // "xxh3:<32 hex>": XXH3-128 of the file's bytes (how artifacts are named).
+  static Result<std::string> HashFile(const std::string& path);
   // Hashes the file at `path` and records it as an output of the run;
   // `samples_json` (a JSON array of {dataset, version, state}) records the
   // training samples behind it. Returns the artifact node (with its hash).
