@@ -15,6 +15,7 @@ void RegisterRl(pybind11::module_& m);
 void RegisterLoader(pybind11::module_& m);
 void RegisterInterop(pybind11::module_& m);
 void RegisterCatalog(pybind11::module_& m);
+void RegisterObs(pybind11::module_& m);
 }  // namespace flywheel::python
 
 PYBIND11_MODULE(_core, m) {
@@ -30,4 +31,5 @@ PYBIND11_MODULE(_core, m) {
   flywheel::python::RegisterLoader(m);
   flywheel::python::RegisterInterop(m);
   flywheel::python::RegisterCatalog(m);
+  flywheel::python::RegisterObs(m);
 }

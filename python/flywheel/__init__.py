@@ -19,6 +19,7 @@ from . import replay  # flywheel.replay: experience replay, in process and over 
 from . import envs  # flywheel.envs: parallel environments, EnvPool (docs/envs.md)
 from .interop import ingest, read_parquet, parquet_schema  # files in (docs/ingest.md)
 from . import catalog  # flywheel.catalog: datasets, runs, lineage (docs/catalog.md)
+from . import trace  # flywheel.trace: spans as Chrome trace JSON (docs/observability.md)
 from .catalog import run, Catalog
 
 __version__ = "0.1.0"

@@ -36,6 +36,8 @@ from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 import numpy as np
 
+from .. import trace as _trace
+
 try:
     import tomllib
 except ImportError:  # pragma: no cover - Python < 3.11
@@ -349,7 +351,8 @@ class Learner:
         if self.max_env_steps:
             progress = min(1.0, self.env_steps / self.max_env_steps)
         t0 = time.monotonic()
-        stats = self.algo.update(batch, progress=progress)
+        with _trace.span("learner", "update", update=self.update):
+            stats = self.algo.update(batch, progress=progress)
         self.times["update_s"] += time.monotonic() - t0
         self.env_steps += int(keep.sum()) * t * e
         self.update += 1

@@ -1,3 +1,4 @@
+#include "flywheel/obs/trace.h"
 #include "flywheel/loader/loader.h"
 
 #include <algorithm>
@@ -634,6 +635,7 @@ void LoaderImpl::IssueLocked() {
 }
 
 void LoaderImpl::RunTicket(const std::shared_ptr<Ticket>& t) {
+  FW_TRACE_SPAN("loader", "assemble_batch");
   Status s;
   if (!Stale(*t)) {
     const auto t0 = std::chrono::steady_clock::now();
@@ -984,6 +986,7 @@ Status LoaderImpl::Gather(int c, const std::vector<int64_t>& sorted, const std::
 }
 
 Result<std::shared_ptr<const Batch>> LoaderImpl::Next(absl::Duration timeout) {
+  FW_TRACE_SPAN("loader", "next");
   absl::MutexLock lock(&mu_);
   if (cancelled_.load(std::memory_order_acquire)) return absl::CancelledError("loader: cancelled");
   IssueLocked();

@@ -1,3 +1,4 @@
+#include "flywheel/obs/trace.h"
 #include "flywheel/rl/actor.h"
 
 #include <algorithm>
@@ -220,6 +221,7 @@ class Actor {
       stats_.act_s += Since(t0);
 
       t0 = Clock::now();
+      FW_TRACE_SPAN("actor", "step");  // env step and recording, to the end of the iteration
       FW_ASSIGN_OR_RETURN(envs::Batch b, pool_->Step(env_actions_.data()));
       stats_.step_s += Since(t0);
 

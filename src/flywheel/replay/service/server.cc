@@ -1,3 +1,4 @@
+#include "flywheel/obs/trace.h"
 #include "flywheel/replay/service/server.h"
 
 #include <algorithm>
@@ -299,6 +300,7 @@ class Server::Impl final : public proto::ReplayService::Service {
       return ok;
     };
     while (stream->Read(&req)) {
+      FW_TRACE_SPAN("replay", "insert_request");
       for (auto& pc : *req.mutable_chunks()) {
         const int64_t bytes = static_cast<int64_t>(pc.compressed().size());
         auto chunk = ChunkFromProto(&pc);
@@ -357,6 +359,7 @@ class Server::Impl final : public proto::ReplayService::Service {
 
     proto::SampleStreamRequest req;
     while (stream->Read(&req)) {
+      FW_TRACE_SPAN("replay", "sample_request");
       if (capacity < 0) {
         capacity = req.chunk_cache_capacity() > 0 ? req.chunk_cache_capacity()
                                                   : internal_service::kDefaultSampleChunkCache;
