@@ -7,6 +7,7 @@
 #include <string>
 
 #include "flywheel/obs/trace.h"
+#include "flywheel/obs/waits.h"
 #include "status.h"
 
 namespace py = pybind11;
@@ -40,6 +41,12 @@ void RegisterObs(py::module_& m) {
       n = interned->insert(name).first->c_str();
     }
     obs::internal_trace::Record(c, n, start_us, end_us, args.empty() ? nullptr : &args);
+  });
+  m.def("dump_waits", &obs::DumpWaits);
+  m.def("install_hang_diagnostics", [](double watchdog_seconds) {
+    obs::HangDiagnosticsOptions o;
+    o.watchdog_seconds = watchdog_seconds;
+    obs::InstallHangDiagnostics(o);
   });
   m.def("trace_counts", [] { return py::make_tuple(obs::TraceEventsRecorded(), obs::TraceEventsDropped()); });
 }

@@ -25,10 +25,26 @@ from .catalog import run, Catalog
 __version__ = "0.1.0"
 
 
+def dump_waits() -> str:
+    """Who waits on what in this process: blocked replay calls with the rate
+    limiter's explanation, loader next() waiting for a batch (docs/observability.md)."""
+    from . import _core
+    return _core.dump_waits()
+
+
+def install_hang_diagnostics(watchdog_seconds: float = -1) -> None:
+    """Makes SIGUSR1 print dump_waits() to stderr (and append it to
+    FLYWHEEL_HANG_DUMP when set), and starts a watchdog that prints it once
+    when calls wait and nothing progressed for ``watchdog_seconds`` (default:
+    FLYWHEEL_WATCHDOG_SECONDS, else 300; 0 = no watchdog). Idempotent."""
+    from . import _core
+    _core.install_hang_diagnostics(float(watchdog_seconds))
+
+
 def metrics_text() -> str:
     """The process's flywheel metrics (loader, replay, tables) in Prometheus text format."""
     from . import _core
     return _core.metrics_text()
 
-__all__ = ["Table", "Loader", "Catalog", "run", "catalog", "ListArray", "ingest", "read_parquet", "parquet_schema", "metrics_text",
+__all__ = ["Table", "Loader", "Catalog", "run", "catalog", "trace", "dump_waits", "install_hang_diagnostics", "ListArray", "ingest", "read_parquet", "parquet_schema", "metrics_text",
            "CommitConflict", "__version__"]

@@ -4,12 +4,16 @@
 
 #include "flywheel/cli/commands.h"
 #include "flywheel/cli/common.h"
+#include "flywheel/obs/waits.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"flywheel: versioned training data, fast loading and RL experience replay"};
   app.require_subcommand(1);
   app.set_version_flag("--version", "flywheel 0.1.0");
   int exit_code = 0;
+  // SIGUSR1 (and a watchdog, FLYWHEEL_WATCHDOG_SECONDS, default 300 s) print
+  // who waits on what (docs/observability.md, "Hangs").
+  flywheel::obs::InstallHangDiagnostics();
   std::string catalog;
   app.add_option("--catalog", catalog,
                  "Catalog that records lineage and names datasets: a directory (SQLite) or\n"

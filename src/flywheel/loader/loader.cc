@@ -1,4 +1,5 @@
 #include "flywheel/obs/trace.h"
+#include "flywheel/obs/waits.h"
 #include "flywheel/loader/loader.h"
 
 #include <algorithm>
@@ -636,6 +637,7 @@ void LoaderImpl::IssueLocked() {
 
 void LoaderImpl::RunTicket(const std::shared_ptr<Ticket>& t) {
   FW_TRACE_SPAN("loader", "assemble_batch");
+  obs::NoteProgress();
   Status s;
   if (!Stale(*t)) {
     const auto t0 = std::chrono::steady_clock::now();
@@ -994,6 +996,10 @@ Result<std::shared_ptr<const Batch>> LoaderImpl::Next(absl::Duration timeout) {
   const auto t0 = std::chrono::steady_clock::now();
   auto ready = [this, &t] { return t->done || cancelled_.load(std::memory_order_acquire); };
   if (!ready()) {
+    // Listed by hang diagnosis (SIGUSR1, the watchdog) while it waits.
+    obs::BlockedWait blocked("loader", "next() waiting for its next batch",
+                             "the batch is being read and assembled by the loader's worker threads; a long wait "
+                             "means slow I/O, slow transforms, or a stuck read");
     // Poll briefly, yielding the CPU, before sleeping on the mutex: a
     // sleeping consumer costs the worker that finishes its batch a wake-up
     // (an inter-processor interrupt; tens of microseconds on a virtual

@@ -1,11 +1,13 @@
 #include "flywheel/replay/table.h"
 
 #include <algorithm>
+#include <optional>
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
 #include "flywheel/base/logging.h"
 #include "flywheel/base/metrics.h"
+#include "flywheel/obs/waits.h"
 
 namespace flywheel::replay {
 namespace {
@@ -84,6 +86,13 @@ void Table::Cancel(bool* flag) {
 }
 
 Status Table::AwaitLocked(bool insert, absl::Duration timeout, const bool* cancelled) {
+  // Hang diagnosis (SIGUSR1, the watchdog) lists this call while it blocks,
+  // with the limiter's explanation from when it started waiting.
+  std::optional<obs::BlockedWait> blocked;
+  if (!closed_ && !(insert ? limiter_->CanInsert() : limiter_->CanSample())) {
+    blocked.emplace("replay", absl::StrCat(insert ? "insert into" : "sample from", " table '", name_, "'"),
+                    limiter_->Explain());
+  }
   const absl::Time start = absl::Now();
   const absl::Time deadline = timeout == absl::InfiniteDuration() ? absl::InfiniteFuture() : start + timeout;
   absl::Time next_warning = watchdog_ > absl::ZeroDuration() ? start + watchdog_ : absl::InfiniteFuture();
@@ -96,7 +105,10 @@ Status Table::AwaitLocked(bool insert, absl::Duration timeout, const bool* cance
                                                                  : std::max(until - absl::Now(), absl::ZeroDuration());
     Status s = insert ? limiter_->AwaitCanInsert(&mu_, slice, cancelled)
                       : limiter_->AwaitCanSample(&mu_, slice, cancelled);
-    if (s.ok()) return s;
+    if (s.ok()) {
+      obs::NoteProgress();
+      return s;
+    }
     if (closed_) return absl::CancelledError(absl::StrCat("table '", name_, "' was closed"));
     if (!absl::IsDeadlineExceeded(s)) {
       return Annotate(s, absl::StrCat(insert ? "insert into" : "sample from", " table '", name_, "'"));
