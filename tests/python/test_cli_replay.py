@@ -180,3 +180,33 @@ def test_kill_9_mid_checkpoint_restarts_from_the_previous_complete_one(tmp_path)
     assert rc == 0, err
     # At least one kill landed mid-checkpoint (an unmarked directory was left).
     assert incomplete_seen >= 1, f"{kills} kills, none mid-checkpoint"
+
+
+def test_serve_exposes_prometheus_metrics_and_dumps_waits_on_sigusr1(tmp_path):
+    import urllib.request
+    s = Serve("--config", write_config(tmp_path))
+    try:
+        line = s.proc.stdout.readline()
+        while "metrics on" not in line and line:
+            line = s.proc.stdout.readline()
+        m = re.search(r"metrics on (http://127\.0\.0\.1:\d+/metrics)$", line.strip())
+        assert m, line
+        with urllib.request.urlopen(m.group(1), timeout=10) as r:
+            assert r.status == 200
+            assert r.headers["Content-Type"].startswith("text/plain; version=0.0.4")
+            text = r.read().decode()
+        # Prometheus text: HELP/TYPE lines and samples of flywheel's own metrics.
+        assert "# TYPE " in text and "flywheel_" in text
+        for ln in text.splitlines():
+            if ln and not ln.startswith("#"):
+                name, value = ln.rsplit(" ", 1)
+                float(value)  # every sample line ends in a number
+        with pytest.raises(urllib.error.HTTPError) as e:
+            urllib.request.urlopen(m.group(1).replace("/metrics", "/nope"), timeout=10)
+        assert e.value.code == 404
+        s.proc.send_signal(signal.SIGUSR1)
+        time.sleep(1.0)
+    finally:
+        code, err = s.stop()
+    assert code == 0
+    assert "SIGUSR1: who waits on what" in err and "wait(s) in progress" in err, err

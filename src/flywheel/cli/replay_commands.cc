@@ -10,6 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "flywheel/obs/http_server.h"
 #include "flywheel/base/logging.h"
 #include "flywheel/cli/commands.h"
 #include "flywheel/cli/common.h"
@@ -33,6 +34,7 @@ struct ServeArgs {
   bool no_final_checkpoint = false;
   std::string stats_interval = "0";
   bool example = false;
+  int metrics_port = 0;  // 0: a free port; -1: no /metrics endpoint
 };
 
 std::string LimiterText(const replay::TableInfo& i) {
@@ -85,6 +87,16 @@ int Serve(const ServeArgs& a) {
   if ((*server)->restored_checkpoint() >= 0) {
     std::printf("flywheel replay: restored checkpoint %lld\n",
                 static_cast<long long>((*server)->restored_checkpoint()));
+  }
+  // Prometheus /metrics of this process, on loopback (docs/observability.md).
+  std::unique_ptr<obs::HttpServer> metrics;
+  if (a.metrics_port >= 0) {
+    auto m = obs::HttpServer::Create("127.0.0.1", a.metrics_port);
+    if (!m.ok()) return Fail(Annotate(m.status(), "--metrics-port"));
+    (*m)->HandleMetrics();
+    if (Status s = (*m)->Start(); !s.ok()) return Fail(Annotate(s, "--metrics-port"));
+    metrics = std::move(*m);
+    std::printf("flywheel replay: metrics on http://127.0.0.1:%d/metrics\n", metrics->port());
   }
   std::fflush(stdout);
 
@@ -215,6 +227,9 @@ void AddReplayCommands(CLI::App& app, int* rc) {
     cmd->add_option("--stats-interval", a->stats_interval, "Print table sizes this often, e.g. 30s (0: never)")
         ->capture_default_str();
     cmd->add_flag("--example-config", a->example, "Print an example configuration and exit");
+    cmd->add_option("--metrics-port", a->metrics_port,
+                    "Serve Prometheus /metrics on 127.0.0.1 at this port (0: a free one, printed; -1: off)")
+        ->capture_default_str();
     cmd->callback([=] { *rc = Serve(*a); });
   }
   {

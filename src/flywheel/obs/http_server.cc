@@ -11,6 +11,7 @@
 // 431), a body framed by Content-Length up to kMaxBodyBytes (else 413; no
 // Transfer-Encoding: 501), lines ending in CRLF or LF. HEAD is served as GET
 // without the body.
+#include <signal.h>
 #include "flywheel/obs/http_server.h"
 
 #include <arpa/inet.h>
@@ -643,7 +644,14 @@ Status HttpServer::Start() {
     case Impl::State::kCreated:
       break;
   }
-  impl.thread = std::thread([&impl] { impl.Run(); });
+  impl.thread = std::thread([&impl] {
+    // The process's signals go to its other threads (a CLI waits for
+    // SIGTERM on its main thread).
+    sigset_t all;
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, nullptr);
+    impl.Run();
+  });
   impl.state = Impl::State::kRunning;
   return absl::OkStatus();
 }

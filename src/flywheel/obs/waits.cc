@@ -119,6 +119,11 @@ void InstallHangDiagnostics(const HangDiagnosticsOptions& options) {
     sigaction(SIGUSR1, &sa, nullptr);
     // A detached helper: it lives as long as the process.
     std::thread([watchdog] {
+      // Never take a process's signals (a CLI waiting for SIGTERM with
+      // sigtimedwait expects them to stay pending for its main thread).
+      sigset_t all;
+      sigfillset(&all);
+      pthread_sigmask(SIG_BLOCK, &all, nullptr);
       int64_t last_progress = g_progress.load();
       auto last_change = std::chrono::steady_clock::now();
       bool reported = false;
