@@ -649,12 +649,8 @@ Result<std::string> Catalog::HashFile(const std::string& path) {
   XXH3_state_t* st = XXH3_createState();
   XXH3_128bits_reset(st);
   std::vector<char> buf(1 << 20);
-  uint64_t size = 0;
   size_t n;
-  while ((n = std::fread(buf.data(), 1, buf.size(), f)) > 0) {
-    XXH3_128bits_update(st, buf.data(), n);
-    size += n;
-  }
+  while ((n = std::fread(buf.data(), 1, buf.size(), f)) > 0) XXH3_128bits_update(st, buf.data(), n);
   const bool read_error = std::ferror(f) != 0;
   std::fclose(f);
   XXH128_hash_t h = XXH3_128bits_digest(st);

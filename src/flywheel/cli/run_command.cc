@@ -45,6 +45,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
+#include "flywheel/obs/http_server.h"
 #include "flywheel/cli/commands.h"
 #include "flywheel/cli/common.h"
 #include "flywheel/replay/selectors/interface.h"
@@ -69,6 +70,7 @@ struct RunArgs {
   int restart = 0;
   int actors = -1;
   int port = -1;
+  int metrics_port = 0;  // 0: a free port; -1: no /metrics endpoint
   bool deterministic = false;
   bool fresh = false;
   std::string python;
@@ -286,6 +288,15 @@ class Supervisor {
     std::printf("flywheel run: %s: %s, %s, %d actor%s x %d envs, server %s, run dir %s\n", c_.name.c_str(),
                 c_.env_id.c_str(), c_.algorithm.c_str(), c_.actors, c_.actors == 1 ? "" : "s", c_.num_envs,
                 server_->address().c_str(), run_dir_.c_str());
+    if (a_.metrics_port >= 0) {
+      // Prometheus /metrics of the supervisor (replay server, weights), on loopback.
+      auto m = obs::HttpServer::Create("127.0.0.1", a_.metrics_port);
+      if (!m.ok()) return Fail(Annotate(m.status(), "--metrics-port"));
+      (*m)->HandleMetrics();
+      if (Status s = (*m)->Start(); !s.ok()) return Fail(Annotate(s, "--metrics-port"));
+      metrics_ = std::move(*m);
+      std::printf("flywheel run: metrics on http://127.0.0.1:%d/metrics\n", metrics_->port());
+    }
     std::fflush(stdout);
     learner_.name = "learner";
     if (Status s = Start(learner_); !s.ok()) return Fail(s);
@@ -605,6 +616,7 @@ class Supervisor {
   std::string python_ = "/usr/bin/python3";
   std::shared_ptr<replay::Table> table_;
   std::unique_ptr<replay::Server> server_;
+  std::unique_ptr<obs::HttpServer> metrics_;
   Child learner_;
   std::vector<Child> actors_;
   Clock::time_point start_;
@@ -707,6 +719,9 @@ void AddRunCommand(CLI::App& app, int* rc) {
   cmd->add_option("--actors", a->actors, "Override [actor] count")->check(CLI::Range(1, 4096));
   cmd->add_option("--port", a->port, "Override [run] port (the server's port; needed under mpirun)")
       ->check(CLI::Range(0, 65535));
+  cmd->add_option("--metrics-port", a->metrics_port,
+                  "Serve Prometheus /metrics on 127.0.0.1 at this port (0: a free one, printed; -1: off)")
+      ->capture_default_str();
   cmd->add_option("--python", a->python, "Python interpreter for the learner (default $FLYWHEEL_PYTHON, else /usr/bin/python3)");
   cmd->add_option("--role", a->role, "all (default), head (server + learner) or actor; set from the rank under mpirun");
   cmd->add_option("--address", a->address, "Server address for --role actor");

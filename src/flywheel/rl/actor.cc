@@ -1,4 +1,5 @@
 #include "flywheel/obs/trace.h"
+#include "flywheel/obs/waits.h"
 #include "flywheel/rl/actor.h"
 
 #include <algorithm>
@@ -136,6 +137,11 @@ class Actor {
   // retrying while the server cannot be reached.
   Status WaitForWeights(int64_t have) {
     const Clock::time_point t0 = Clock::now();
+    // Listed by hang diagnosis (SIGUSR1, the watchdog) while it waits.
+    obs::BlockedWait blocked("actor", absl::StrCat("actor waiting for policy weights of '", o_.model, "'"),
+                             absl::StrCat("needs a version newer than ", have,
+                                          "; the learner publishes one after each update (a slow or stuck "
+                                          "learner, or an unreachable weight server, keeps it waiting)"));
     absl::Time give_up = absl::Now() + o_.connect_timeout;
     bool said = false;
     while (!stop_.load()) {
