@@ -706,3 +706,21 @@ def test_a_loader_iterated_before_the_run_is_recorded_from_its_first_batch_insid
         r.log_artifact(ck)
     detail = cat.samples(ck)["sources"][0]["detail"]
     assert (detail["start"]["consumed"], detail["state"]["consumed"]) == (64, 96)
+
+
+@needs_cli
+def test_json_log_lines_carry_the_run_id(isolated, tmp_path):
+    """FLYWHEEL_LOG_FORMAT=json: one JSON object per line, with the run id
+    (here from FLYWHEEL_RUN_ID) beside ts, level, file, line and msg. An
+    unreachable OpenLineage endpoint makes the CLI log warnings to read."""
+    env = dict(os.environ, FLYWHEEL_LOG_FORMAT="json", FLYWHEEL_RUN_ID="run-42",
+               FLYWHEEL_OPENLINEAGE_URL="http://127.0.0.1:1", FLYWHEEL_CATALOG=str(tmp_path / "cat"))
+    r = subprocess.run([BIN, "table", "create", "ns/t", "--schema", "x:int64"], env=env, capture_output=True,
+                       text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    lines = [json.loads(ln) for ln in r.stderr.splitlines() if ln.strip()]
+    assert lines, r.stderr
+    for d in lines:
+        assert d["run_id"] == "run-42" and d["level"] == "warning"
+        assert {"ts", "file", "line", "msg"} <= set(d)
+    assert any("OpenLineage" in d["msg"] and "not delivered" in d["msg"] for d in lines)

@@ -67,6 +67,29 @@ std::string JsonEscape(const std::string& s) {
 
 }  // namespace
 
+static std::mutex& RunIdMutex() {
+  static std::mutex mu;
+  return mu;
+}
+
+static std::string& RunId() {
+  static std::string id = [] {
+    const char* v = std::getenv("FLYWHEEL_RUN_ID");
+    return std::string(v != nullptr ? v : "");
+  }();
+  return id;
+}
+
+void SetLogRunId(const std::string& run_id) {
+  std::lock_guard<std::mutex> lock(RunIdMutex());
+  RunId() = run_id;
+}
+
+std::string GetLogRunId() {
+  std::lock_guard<std::mutex> lock(RunIdMutex());
+  return RunId();
+}
+
 void SetLogLevel(LogLevel level) { Level().store(static_cast<int>(level)); }
 LogLevel GetLogLevel() { return static_cast<LogLevel>(Level().load(std::memory_order_relaxed)); }
 
@@ -87,7 +110,9 @@ LogMessage::~LogMessage() {
   if (JsonFormat()) {
     char head[128];
     std::snprintf(head, sizeof head, "{\"ts\":%.6f,\"level\":\"%s\",", ts, LevelName(level_));
-    line = std::string(head) + "\"file\":\"" + JsonEscape(file_) +
+    const std::string run_id = GetLogRunId();
+    if (!run_id.empty()) line = "\"run_id\":\"" + JsonEscape(run_id) + "\",";
+    line = std::string(head) + line + "\"file\":\"" + JsonEscape(file_) +
            "\",\"line\":" + std::to_string(line_) + ",\"msg\":\"" +
            JsonEscape(stream_.str()) + "\"}\n";
   } else {

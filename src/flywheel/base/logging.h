@@ -5,12 +5,15 @@
 // The threshold comes from FLYWHEEL_LOG_LEVEL (debug|info|warning|error,
 // default warning) and can be changed with SetLogLevel(). With
 // FLYWHEEL_LOG_FORMAT=json each line is a JSON object
-// {"ts":..,"level":..,"file":..,"line":..,"msg":..}.
+// {"ts":..,"level":..,"file":..,"line":..,"msg":..}, plus "run_id" when a
+// run id is set (FLYWHEEL_RUN_ID, or SetLogRunId; `flywheel run` sets it for
+// itself and its children).
 //
 // Thread-safety: lines from different threads never interleave.
 #pragma once
 
 #include <sstream>
+#include <string>
 
 namespace flywheel {
 
@@ -18,6 +21,9 @@ enum class LogLevel { kDebug = 0, kInfo = 1, kWarning = 2, kError = 3 };
 
 void SetLogLevel(LogLevel level);
 LogLevel GetLogLevel();
+// The run id JSON log lines carry ("" = none); initially FLYWHEEL_RUN_ID.
+void SetLogRunId(const std::string& run_id);
+std::string GetLogRunId();
 
 namespace internal_logging {
 class LogMessage {

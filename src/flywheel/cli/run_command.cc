@@ -45,6 +45,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
+#include "flywheel/base/logging.h"
 #include "flywheel/obs/http_server.h"
 #include "flywheel/cli/commands.h"
 #include "flywheel/cli/common.h"
@@ -284,6 +285,13 @@ class Supervisor {
   int Run() {
     sigset_t sigs = BlockSignals();
     start_ = Clock::now();
+    // One run id in every JSON log line of the supervisor and its children
+    // (FLYWHEEL_LOG_FORMAT=json); kept when the caller set one.
+    if (GetLogRunId().empty()) {
+      const std::string id = absl::StrCat(c_.name, "-", absl::ToUnixSeconds(absl::Now()), "-", ::getpid());
+      ::setenv("FLYWHEEL_RUN_ID", id.c_str(), 1);
+      SetLogRunId(id);
+    }
     if (Status s = StartServer(); !s.ok()) return Fail(s);
     std::printf("flywheel run: %s: %s, %s, %d actor%s x %d envs, server %s, run dir %s\n", c_.name.c_str(),
                 c_.env_id.c_str(), c_.algorithm.c_str(), c_.actors, c_.actors == 1 ? "" : "s", c_.num_envs,
