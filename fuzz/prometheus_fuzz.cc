@@ -13,6 +13,7 @@
 #include <string>
 #include <string_view>
 
+#include "flywheel/base/metrics.h"
 #include "flywheel/obs/prometheus.h"
 
 namespace {
@@ -75,18 +76,7 @@ std::string Emit(const PromScrape& scrape) {
     if (!s.labels.empty()) {
       out += "{";
       for (const auto& [k, v] : s.labels) {
-        out += k + "=\"";
-        for (char c : v) {
-          if (c == '\\')
-            out += "\\\\";
-          else if (c == '"')
-            out += "\\\"";
-          else if (c == '\n')
-            out += "\\n";
-          else
-            out += c;
-        }
-        out += "\",";
+        out += k + "=\"" + flywheel::PrometheusEscapeLabelValue(v) + "\",";
       }
       out += "}";
     }

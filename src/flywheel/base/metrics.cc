@@ -25,16 +25,6 @@ std::string FormatDouble(double v) {
   return buf;
 }
 
-std::string EscapeLabelValue(const std::string& v) {
-  std::string out;
-  for (char c : v) {
-    if (c == '\\') out += "\\\\";
-    else if (c == '"') out += "\\\"";
-    else if (c == '\n') out += "\\n";
-    else out += c;
-  }
-  return out;
-}
 
 std::string EscapeHelp(const std::string& v) {
   std::string out;
@@ -54,11 +44,11 @@ std::string LabelText(const Labels& labels, const char* extra_key = nullptr,
   for (const auto& [k, v] : labels) {
     if (!first) out += ",";
     first = false;
-    out += k + "=\"" + EscapeLabelValue(v) + "\"";
+    out += k + "=\"" + PrometheusEscapeLabelValue(v) + "\"";
   }
   if (extra_key != nullptr) {
     if (!first) out += ",";
-    out += std::string(extra_key) + "=\"" + EscapeLabelValue(extra_value) + "\"";
+    out += std::string(extra_key) + "=\"" + PrometheusEscapeLabelValue(extra_value) + "\"";
   }
   return out + "}";
 }
@@ -164,6 +154,18 @@ std::string MetricsRegistry::ExpositionText() const {
 MetricsRegistry& Metrics() {
   static MetricsRegistry* registry = new MetricsRegistry();
   return *registry;
+}
+
+std::string PrometheusEscapeLabelValue(std::string_view v) {
+  std::string out;
+  out.reserve(v.size());
+  for (char c : v) {
+    if (c == '\\') out += "\\\\";
+    else if (c == '"') out += "\\\"";
+    else if (c == '\n') out += "\\n";
+    else out += c;
+  }
+  return out;
 }
 
 }  // namespace flywheel

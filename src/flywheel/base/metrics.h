@@ -18,6 +18,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -104,5 +105,9 @@ class MetricsRegistry {
 
 // The process-wide registry.
 MetricsRegistry& Metrics();
+
+// A label value as the Prometheus text format writes it (\\, \", \n escaped);
+// shared by the exposition and by tools that print series.
+std::string PrometheusEscapeLabelValue(std::string_view v);
 
 }  // namespace flywheel

@@ -16,6 +16,8 @@
 //     non-decreasing counts and end with le="+Inf" equal to x_count.
 #include "flywheel/obs/prometheus.h"
 
+#include "flywheel/base/metrics.h"
+
 #include <locale.h>
 
 #include <cerrno>
@@ -73,21 +75,6 @@ std::string FormatValue(double v) {
   return buf;
 }
 
-std::string EscapeLabelValue(std::string_view v) {
-  std::string out;
-  for (char c : v) {
-    if (c == '\\')
-      out += "\\\\";
-    else if (c == '"')
-      out += "\\\"";
-    else if (c == '\n')
-      out += "\\n";
-    else
-      out += c;
-  }
-  return out;
-}
-
 // `name{k="v",...}` for messages.
 std::string SeriesText(std::string_view name, const LabelMap& labels) {
   std::string out(name);
@@ -97,7 +84,7 @@ std::string SeriesText(std::string_view name, const LabelMap& labels) {
   for (const auto& [k, v] : labels) {
     if (!first) out += ',';
     first = false;
-    absl::StrAppend(&out, k, "=\"", absl::CHexEscape(EscapeLabelValue(v)), "\"");
+    absl::StrAppend(&out, k, "=\"", absl::CHexEscape(PrometheusEscapeLabelValue(v)), "\"");
   }
   out += '}';
   return out;
