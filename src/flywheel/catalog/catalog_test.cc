@@ -320,6 +320,27 @@ TEST_P(CatalogTest, ConcurrentProcessesKeepEveryRunAndEvent) {
 INSTANTIATE_TEST_SUITE_P(Backends, CatalogTest, ::testing::Values("sqlite", "postgresql"),
                          [](const auto& info) { return info.param; });
 
+TEST(PrincipalTest, IdentityComesFromFlywheelUserThenTheTokenFileThenTheOsUser) {
+  const std::string dir = TempDir("principal");
+  const std::string token = dir + "/token";
+  std::ofstream(token) << "carol:s3cret\n";
+  ::setenv("FLYWHEEL_USER", "alice", 1);
+  ::setenv("FLYWHEEL_TOKEN_FILE", token.c_str(), 1);
+  EXPECT_EQ(*PrincipalFromEnvironment(), "alice");
+  ::unsetenv("FLYWHEEL_USER");
+  EXPECT_EQ(*PrincipalFromEnvironment(), "carol");  // the secret after ':' is not the name
+  ::setenv("FLYWHEEL_TOKEN_FILE", (dir + "/missing").c_str(), 1);
+  auto missing = PrincipalFromEnvironment();
+  ASSERT_FALSE(missing.ok());
+  EXPECT_TRUE(absl::IsPermissionDenied(missing.status()));
+  EXPECT_NE(missing.status().message().find("missing"), std::string::npos);
+  ::unsetenv("FLYWHEEL_TOKEN_FILE");
+  auto os_user = PrincipalFromEnvironment();
+  ASSERT_TRUE(os_user.ok());
+  EXPECT_FALSE(os_user->empty());
+  fs::remove_all(dir);
+}
+
 TEST(NodeTest, ParsesAndPrintsEveryForm) {
   EXPECT_EQ(Node::Parse("ns/t@3")->ToString(), "ns/t@3");
   EXPECT_EQ(Node::Parse("ns/t")->version, -1);
