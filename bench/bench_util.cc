@@ -42,6 +42,7 @@ Flags::Flags(int argc, char** argv, std::map<std::string, std::string> defaults,
       for (const auto& [k, v] : values_) std::cout << "  --" << k << "=" << v << "\n";
       std::exit(0);
     }
+    if (a.rfind("--", 0) == 0 && a.find('=') == std::string::npos) a += "=1";  // a bare switch
     const size_t eq = a.find('=');
     if (a.rfind("--", 0) != 0 || eq == std::string::npos) {
       std::cerr << "bad argument '" << a << "' (expected --key=value; --help lists flags)\n";
@@ -54,6 +55,15 @@ Flags::Flags(int argc, char** argv, std::map<std::string, std::string> defaults,
     }
     values_[key] = a.substr(eq + 1);
   }
+}
+
+bool HasSwitch(int argc, char** argv, std::string_view name) {
+  const std::string bare = absl::StrCat("--", AsAbsl(name));
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == bare || a == bare + "=1" || a == bare + "=true") return true;
+  }
+  return false;
 }
 
 const std::string& Flags::Str(const std::string& key) const { return values_.at(key); }

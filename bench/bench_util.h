@@ -18,7 +18,8 @@
 
 namespace flywheel::bench {
 
-// --key=value flags. Unknown keys are an error listing the known ones.
+// --key=value flags. Unknown keys are an error listing the known ones. A
+// bare --key is --key=1 (switches such as --quick).
 class Flags {
  public:
   // `defaults` names every known flag with its default value.
@@ -35,6 +36,10 @@ class Flags {
  private:
   std::map<std::string, std::string> values_;
 };
+
+// Whether the switch --name (bare, =1 or =true) is among the arguments: for
+// switches that change other flags' defaults before Flags is built.
+bool HasSwitch(int argc, char** argv, std::string_view name);
 
 // Seconds on a monotonic clock.
 inline double Now() {

@@ -599,16 +599,8 @@ LineageResult RunLineage(Backend& be, int64_t graph_runs, int queries, uint64_t 
 }  // namespace
 
 int main(int argc, char** argv) {
-  // --quick (a bare switch) is --quick=1; it changes the defaults, which
-  // flags given explicitly still override.
-  std::vector<std::string> args(argv, argv + argc);
-  bool quick = false;
-  for (auto& a : args) {
-    if (a == "--quick") a = "--quick=1";
-    if (a == "--quick=1" || a == "--quick=true") quick = true;
-  }
-  std::vector<char*> cargs;
-  for (auto& a : args) cargs.push_back(a.data());
+  // --quick changes the defaults, which flags given explicitly still override.
+  const bool quick = fb::HasSwitch(argc, argv, "quick");
   std::map<std::string, std::string> defaults = {{"runs", "2000"},
                                                  {"writers", "4"},
                                                  {"repeats", "3"},
@@ -626,7 +618,7 @@ int main(int argc, char** argv) {
     defaults["queries"] = "40";
     defaults["out"] = "";  // a smoke run keeps no results unless asked
   }
-  fb::Flags flags(static_cast<int>(cargs.size()), cargs.data(), defaults,
+  fb::Flags flags(argc, argv, defaults,
                   "catalog_bench: catalog write rate with concurrent writer processes and lineage query latency,\n"
                   "SQLite and PostgreSQL (workloads: header of bench/catalog_bench.cc).\n"
                   "  catalog_bench [--quick] [--runs=N per writer] [--writers=4] [--repeats=N]\n"

@@ -677,16 +677,8 @@ std::vector<int64_t> Ints(const std::vector<std::string>& v) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  // --quick (a bare switch) is --quick=1; it changes the defaults, which
-  // flags given explicitly still override.
-  std::vector<std::string> args(argv, argv + argc);
-  bool quick = false;
-  for (auto& a : args) {
-    if (a == "--quick") a = "--quick=1";
-    if (a == "--quick=1" || a == "--quick=true") quick = true;
-  }
-  std::vector<char*> cargs;
-  for (auto& a : args) cargs.push_back(a.data());
+  // --quick changes the defaults, which flags given explicitly still override.
+  const bool quick = fb::HasSwitch(argc, argv, "quick");
   std::map<std::string, std::string> defaults = {{"rows_per_fragment", "20000"},
                                                  {"key_rows", "10"},
                                                  {"payload_bytes", "100"},
@@ -707,7 +699,7 @@ int main(int argc, char** argv) {
     defaults["versions"] = "5,200";
     defaults["out"] = "";  // a smoke run keeps no results unless asked
   }
-  fb::Flags flags(static_cast<int>(cargs.size()), cargs.data(), defaults,
+  fb::Flags flags(argc, argv, defaults,
                   "erase_bench: Table::Erase cost vs total rows, retained versions and fragments holding the key,\n"
                   "beside a full scan of the key column (workloads: header of bench/erase_bench.cc).\n"
                   "  erase_bench [--quick] [--rows_per_fragment=N] [--repeats=N] [--fragments=8,32,128,512]\n"
