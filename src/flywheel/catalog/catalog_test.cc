@@ -25,13 +25,6 @@ namespace {
 namespace fs = std::filesystem;
 using json = nlohmann::json;
 
-testing::PgServer* SharedPg() {
-  std::string error;
-  testing::PgServer* server = testing::SharedPgServer(&error);
-  EXPECT_NE(server, nullptr) << "could not start PostgreSQL: " << error;
-  return server;
-}
-
 std::string TempDir(const std::string& tag) {
   std::string dir = testing::MakeTempDir("catalog-" + tag);
   EXPECT_FALSE(dir.empty());
@@ -52,17 +45,9 @@ class CatalogTest : public ::testing::TestWithParam<std::string> {
     dir_ = TempDir(GetParam());
     warehouse_ = dir_ + "/warehouse";
     events_ = dir_ + "/events.jsonl";
-    if (GetParam() == "postgresql") {
-      auto* pg = SharedPg();
-      ASSERT_NE(pg, nullptr) << "could not start PostgreSQL";
-      static int counter = 0;
-      std::string db = "cat_" + std::to_string(::getpid()) + "_" + std::to_string(counter++);
-      auto conn = pg->CreateDatabase(db);
-      ASSERT_TRUE(conn.ok()) << conn.status();
-      spec_ = "pg:" + *conn;
-    } else {
-      spec_ = dir_ + "/root";
-    }
+    auto spec = testing::CatalogSpecForTest(GetParam(), dir_, "cat");
+    ASSERT_TRUE(spec.ok()) << spec.status();
+    spec_ = *spec;
     cat_ = OpenCatalog("alice");
   }
   void TearDown() override {

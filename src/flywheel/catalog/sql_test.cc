@@ -45,51 +45,15 @@ using internal_catalog::NumberPlaceholders;
   lhs = std::move(FW_STATUS_CONCAT_(assert_r_, __LINE__)).value()
 
 // ---------------------------------------------------------------------------
-// The PostgreSQL server shared by the whole binary: started on first use,
-// stopped (and its directory removed) after the last test.
-
-struct SharedPg {
-  std::once_flag once;
-  Status status;
-  std::unique_ptr<testing::PgServer> server;
-  std::chrono::milliseconds start_time{0};
-};
-
-SharedPg& Shared() {
-  static SharedPg* const shared = new SharedPg;
-  return *shared;
-}
+// The PostgreSQL server shared by the whole binary (testing::SharedPgServer:
+// started on first use, stopped when the process exits).
 
 Result<testing::PgServer*> SharedPgServer() {
-  SharedPg& s = Shared();
-  std::call_once(s.once, [&s] {
-    const auto start = std::chrono::steady_clock::now();
-    Result<std::unique_ptr<testing::PgServer>> server = testing::PgServer::Start();
-    s.start_time = std::chrono::duration_cast<std::chrono::milliseconds>(
-        std::chrono::steady_clock::now() - start);
-    if (server.ok()) {
-      s.server = std::move(*server);
-    } else {
-      s.status = server.status();
-    }
-  });
-  if (!s.status.ok()) return s.status;
-  return s.server.get();
+  std::string error;
+  testing::PgServer* server = testing::SharedPgServer(&error);
+  if (server == nullptr) return absl::UnavailableError("could not start PostgreSQL: " + error);
+  return server;
 }
-
-class StopPgServer : public ::testing::Environment {
- public:
-  void TearDown() override {
-    SharedPg& s = Shared();
-    if (s.server != nullptr) {
-      std::printf("PostgreSQL test server took %lld ms to start\n",
-                  static_cast<long long>(s.start_time.count()));
-    }
-    s.server.reset();
-  }
-};
-[[maybe_unused]] ::testing::Environment* const kStopPgServer =
-    ::testing::AddGlobalTestEnvironment(new StopPgServer);
 
 // A fresh database name for the running test: its name made an identifier,
 // after a counter so that the name is new even when truncated.

@@ -1,3 +1,4 @@
+#include <atomic>
 #include "flywheel/catalog/testing/pg_server.h"
 
 #include <fcntl.h>
@@ -369,6 +370,20 @@ PgServer* SharedPgServer(std::string* error) {
   }();
   if (error != nullptr) *error = failure;
   return server.get();
+}
+
+Result<std::string> CatalogSpecForTest(const std::string& backend, const std::string& dir,
+                                       const std::string& db_prefix) {
+  if (backend == "sqlite") return dir + "/root";
+  if (backend != "postgresql") return absl::InvalidArgumentError("backend must be sqlite or postgresql: " + backend);
+  std::string error;
+  PgServer* server = SharedPgServer(&error);
+  if (server == nullptr) return absl::UnavailableError("could not start PostgreSQL: " + error);
+  static std::atomic<int> counter{0};
+  FW_ASSIGN_OR_RETURN(std::string conn,
+                      server->CreateDatabase(db_prefix + "_" + std::to_string(::getpid()) + "_" +
+                                             std::to_string(counter++)));
+  return "pg:" + conn;
 }
 
 std::string MakeTempDir(const std::string& tag) {

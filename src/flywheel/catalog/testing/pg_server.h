@@ -43,6 +43,12 @@ class PgServer {
 // the process exits; nullptr when it cannot start (the reason in *error).
 PgServer* SharedPgServer(std::string* error = nullptr);
 
+// Where a test's catalog lives for `backend`: "sqlite" → `<dir>/root` (a
+// directory catalog); "postgresql" → "pg:<conninfo>" of a new database
+// (named <db_prefix>_<pid>_<n>) on the shared server.
+Result<std::string> CatalogSpecForTest(const std::string& backend, const std::string& dir,
+                                       const std::string& db_prefix);
+
 // A fresh directory under the system temp dir, "flywheel-<tag>-XXXXXX".
 std::string MakeTempDir(const std::string& tag);
 
