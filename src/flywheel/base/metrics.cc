@@ -120,7 +120,25 @@ Histogram* MetricsRegistry::GetHistogram(const std::string& name, const std::str
   return slot.get();
 }
 
+int MetricsRegistry::AddCollector(std::function<void()> collect) {
+  absl::MutexLock lock(&collectors_mu_);
+  const int id = next_collector_++;
+  collectors_.emplace(id, std::move(collect));
+  return id;
+}
+
+void MetricsRegistry::RemoveCollector(int id) {
+  absl::MutexLock lock(&collectors_mu_);
+  collectors_.erase(id);
+}
+
+void MetricsRegistry::RunCollectors() const {
+  absl::MutexLock lock(&collectors_mu_);
+  for (const auto& [id, collect] : collectors_) collect();
+}
+
 std::string MetricsRegistry::ExpositionText() const {
+  RunCollectors();
   absl::MutexLock lock(&mu_);
   std::string out;
   for (const auto& [name, fam] : families_) {

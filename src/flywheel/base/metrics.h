@@ -15,6 +15,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -84,8 +85,18 @@ class MetricsRegistry {
                           const Labels& labels = {},
                           std::vector<double> bounds = Histogram::LatencyBounds());
 
-  // Prometheus text exposition format 0.0.4 of every series.
+  // Prometheus text exposition format 0.0.4 of every series. Runs the
+  // collectors first.
   std::string ExpositionText() const;
+
+  // A collector refreshes series that are cheaper to compute on demand than
+  // to update on every event (e.g. the loader's stage times, summed from its
+  // own statistics). It runs before each exposition, outside the registry
+  // lock, so it may look series up. RemoveCollector returns after any run of
+  // it in progress has finished.
+  int AddCollector(std::function<void()> collect);
+  void RemoveCollector(int id);
+  void RunCollectors() const;
 
  private:
   enum class Type { kCounter, kGauge, kHistogram };
@@ -101,6 +112,9 @@ class MetricsRegistry {
 
   mutable absl::Mutex mu_;
   std::map<std::string, Family> families_ ABSL_GUARDED_BY(mu_);
+  mutable absl::Mutex collectors_mu_;  // held while collectors run
+  int next_collector_ ABSL_GUARDED_BY(collectors_mu_) = 0;
+  std::map<int, std::function<void()>> collectors_ ABSL_GUARDED_BY(collectors_mu_);
 };
 
 // The process-wide registry.

@@ -1,10 +1,7 @@
 #include "flywheel/catalog/openlineage.h"
 
 #include <fcntl.h>
-#include <netdb.h>
-#include <poll.h>
 #include <sys/file.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <cctype>
@@ -16,6 +13,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "flywheel/obs/http_client.h"
 
 namespace flywheel::catalog {
 namespace {
@@ -206,76 +204,16 @@ class HttpSink final : public EventSink {
 
  private:
   Status Post(const std::string& body) {
-    constexpr std::string_view kScheme = "http://";
-    if (url_.rfind(kScheme, 0) != 0) return absl::InvalidArgumentError("only http:// URLs are supported");
-    std::string rest = url_.substr(kScheme.size());
-    size_t slash = rest.find('/');
-    std::string hostport = rest.substr(0, slash);
-    std::string prefix = slash == std::string::npos ? "" : rest.substr(slash);
-    while (!prefix.empty() && prefix.back() == '/') prefix.pop_back();
-    std::string host = hostport, port = "80";
-    if (size_t colon = hostport.rfind(':'); colon != std::string::npos && hostport.find(']') == std::string::npos) {
-      host = hostport.substr(0, colon);
-      port = hostport.substr(colon + 1);
+    std::string base = url_;
+    while (!base.empty() && base.back() == '/') base.pop_back();
+    obs::HttpClientOptions o;
+    o.timeout_ms = timeout_ms_;
+    o.max_response_bytes = 1 << 20;
+    FW_ASSIGN_OR_RETURN(const obs::HttpClientResponse r,
+                        obs::HttpFetch("POST", base + "/api/v1/lineage", body, "application/json", o));
+    if (r.status < 200 || r.status > 299) {
+      return absl::UnavailableError(absl::StrCat("the server answered HTTP ", r.status, ": ", r.body.substr(0, 200)));
     }
-    if (host.empty()) return absl::InvalidArgumentError("no host in the URL");
-    addrinfo hints{};
-    hints.ai_socktype = SOCK_STREAM;
-    addrinfo* res = nullptr;
-    if (int rc = ::getaddrinfo(host.c_str(), port.c_str(), &hints, &res); rc != 0)
-      return absl::UnavailableError(absl::StrCat("resolving ", host, ": ", gai_strerror(rc)));
-    std::unique_ptr<addrinfo, void (*)(addrinfo*)> guard(res, ::freeaddrinfo);
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms_);
-    auto remaining_ms = [&] {
-      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
-      return static_cast<int>(std::max<int64_t>(0, left.count()));
-    };
-    int fd = ::socket(res->ai_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-    if (fd < 0) return absl::UnavailableError(absl::StrCat("socket: ", std::strerror(errno)));
-    std::unique_ptr<int, void (*)(int*)> closer(&fd, [](int* f) { ::close(*f); });
-    if (::connect(fd, res->ai_addr, res->ai_addrlen) != 0 && errno != EINPROGRESS)
-      return absl::UnavailableError(absl::StrCat("connecting: ", std::strerror(errno)));
-    pollfd p{fd, POLLOUT, 0};
-    if (::poll(&p, 1, remaining_ms()) != 1) return absl::DeadlineExceededError("connecting: timed out");
-    int err = 0;
-    socklen_t len = sizeof(err);
-    ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len);
-    if (err != 0) return absl::UnavailableError(absl::StrCat("connecting: ", std::strerror(err)));
-    std::string req = absl::StrCat("POST ", prefix, "/api/v1/lineage HTTP/1.1\r\nHost: ", hostport,
-                                   "\r\nContent-Type: application/json\r\nContent-Length: ", body.size(),
-                                   "\r\nConnection: close\r\nUser-Agent: flywheel/0.1.0\r\n\r\n", body);
-    size_t sent = 0;
-    while (sent < req.size()) {
-      ssize_t n = ::send(fd, req.data() + sent, req.size() - sent, MSG_NOSIGNAL);
-      if (n > 0) {
-        sent += static_cast<size_t>(n);
-        continue;
-      }
-      if (n < 0 && (errno == EAGAIN || errno == EINTR)) {
-        pollfd w{fd, POLLOUT, 0};
-        if (::poll(&w, 1, remaining_ms()) != 1) return absl::DeadlineExceededError("sending: timed out");
-        continue;
-      }
-      return absl::UnavailableError(absl::StrCat("sending: ", std::strerror(errno)));
-    }
-    std::string answer;
-    char buf[4096];
-    while (answer.find("\r\n") == std::string::npos) {
-      pollfd r{fd, POLLIN, 0};
-      if (::poll(&r, 1, remaining_ms()) != 1) return absl::DeadlineExceededError("waiting for the answer: timed out");
-      ssize_t n = ::recv(fd, buf, sizeof(buf), 0);
-      if (n < 0 && (errno == EAGAIN || errno == EINTR)) continue;
-      if (n <= 0) return absl::UnavailableError("the server closed the connection without an answer");
-      answer.append(buf, static_cast<size_t>(n));
-      if (answer.size() > 65536) break;
-    }
-    // "HTTP/1.1 201 Created"
-    std::string status_line = answer.substr(0, answer.find("\r\n"));
-    size_t sp = status_line.find(' ');
-    int code = 0;
-    if (sp == std::string::npos || !absl::SimpleAtoi(status_line.substr(sp + 1, 3), &code))
-      return absl::UnavailableError(absl::StrCat("not an HTTP answer: ", status_line.substr(0, 80)));
-    if (code < 200 || code > 299) return absl::UnavailableError(absl::StrCat("the server answered ", status_line));
     return absl::OkStatus();
   }
 

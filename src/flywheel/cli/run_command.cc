@@ -42,10 +42,12 @@
 #include <vector>
 
 #include "CLI/CLI.hpp"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "flywheel/base/logging.h"
+#include "flywheel/base/metrics.h"
 #include "flywheel/obs/http_server.h"
 #include "flywheel/cli/commands.h"
 #include "flywheel/cli/common.h"
@@ -322,6 +324,7 @@ class Supervisor {
     }
     WritePids();
     Clock::time_point next_progress = Clock::now() + std::chrono::milliseconds(c_.progress_interval_ms);
+    Clock::time_point next_publish = Clock::now();
     int rc = -1;
     while (rc < 0) {
       timespec ts{0, 100 * 1000 * 1000};
@@ -338,6 +341,10 @@ class Supervisor {
       rc = Reap();
       if (rc >= 0) break;
       RestartDue();
+      if (Clock::now() >= next_publish) {
+        PublishMetrics();
+        next_publish = Clock::now() + std::chrono::seconds(1);
+      }
       if (Clock::now() >= next_progress) {
         PrintProgress();
         next_progress = Clock::now() + std::chrono::milliseconds(c_.progress_interval_ms);
@@ -522,6 +529,73 @@ class Supervisor {
       }
     }
     return total;
+  }
+
+  // The run's progress as Prometheus series (the supervisor's /metrics; the
+  // dashboard charts them): from the learner's last metrics line and the
+  // actors' stats files, refreshed once a second by the supervisor loop.
+  void PublishMetrics() {
+    const nlohmann::json m = LastMetrics();
+    const nlohmann::json actors = ActorTotals();
+    auto gauge = [](const char* name, const char* help, const Labels& labels = {}) {
+      return Metrics().GetGauge(name, help, labels);
+    };
+    gauge("flywheel_run_env_steps_total", "Env steps the learner has trained on")->Set(m.value("env_steps", 0.0));
+    gauge("flywheel_run_learner_updates_total", "Learner updates")->Set(m.value("update", 0.0));
+    gauge("flywheel_run_actor_env_steps_total", "Env steps taken by the run's actors")
+        ->Set(actors.value("env_steps", 0.0));
+    gauge("flywheel_run_episodes_total", "Episodes finished by the run's actors")->Set(actors.value("episodes", 0.0));
+    if (m.contains("mean_return_100") && m["mean_return_100"].is_number()) {
+      gauge("flywheel_run_mean_return", "Mean return of the last 100 episodes")
+          ->Set(m["mean_return_100"].get<double>());
+    }
+    if (m.contains("staleness") && m["staleness"].contains("lags")) {
+      // Lag = learner version - the version the item was acted with.
+      std::vector<std::pair<int64_t, double>> lags;
+      double total = 0;
+      for (auto& [k, v] : m["staleness"]["lags"].items()) {
+        int64_t lag = 0;
+        if (!absl::SimpleAtoi(k, &lag) || !v.is_number()) continue;
+        lags.emplace_back(lag, v.get<double>());
+        total += v.get<double>();
+      }
+      std::sort(lags.begin(), lags.end());
+      if (!lags.empty()) {
+        double seen = 0;
+        int64_t p50 = lags.back().first;
+        for (const auto& [lag, n] : lags) {
+          seen += n;
+          if (seen >= total / 2) {
+            p50 = lag;
+            break;
+          }
+        }
+        const char* help = "Policy lag of the items the learner used (versions behind), median and max";
+        gauge("flywheel_run_policy_lag", help, {{"quantile", "0.5"}})->Set(static_cast<double>(p50));
+        gauge("flywheel_run_policy_lag", help, {{"quantile", "max"}})->Set(static_cast<double>(lags.back().first));
+      }
+    }
+    if (m.contains("times") && m["times"].is_object()) {
+      for (const char* stage : {"wait", "update", "publish", "checkpoint"}) {
+        gauge("flywheel_run_learner_stage_seconds_total",
+              "Learner time per stage: wait (for replay data), update, publish (weights), checkpoint (the pause)",
+              {{"stage", stage}})
+            ->Set(m["times"].value(absl::StrCat(stage, "_s"), 0.0));
+      }
+    }
+    for (const char* stage : {"step", "act", "write", "wait_weights"}) {
+      gauge("flywheel_run_actor_stage_seconds_total",
+            "Time of the run's actors per stage: step (envs), act (inference), write (to replay), wait_weights",
+            {{"stage", stage}})
+          ->Set(actors.value(absl::StrCat(stage, "_s"), 0.0));
+    }
+    int up = 0, restarts = learner_.restarts;
+    for (const Child& a : actors_) {
+      up += a.pid > 0 ? 1 : 0;
+      restarts += a.restarts;
+    }
+    gauge("flywheel_run_actors_up", "Actor processes running")->Set(up);
+    gauge("flywheel_run_restarts_total", "Actor and learner restarts by the supervisor")->Set(restarts);
   }
 
   void PrintProgress() {

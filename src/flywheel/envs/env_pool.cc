@@ -29,6 +29,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "flywheel/base/metrics.h"
 #include "flywheel/envs/internal/doorbell.h"
 #include "flywheel/envs/registry.h"
 
@@ -119,8 +120,10 @@ class Arena {
 class EnvPoolImpl final : public EnvPool {
  public:
   EnvPoolImpl(EnvPoolOptions options, std::vector<std::unique_ptr<Env>> envs,
-              const std::vector<int64_t>& limits)
-      : options_(std::move(options)),
+              const std::vector<int64_t>& limits, const std::string& env_name)
+      : steps_metric_(Metrics().GetCounter("flywheel_env_steps_total", "Environment steps sent to an EnvPool",
+                                           {{"env", env_name}})),
+        options_(std::move(options)),
         n_(options_.num_envs),
         b_(options_.resolved_batch_size()),
         k_((n_ + b_ - 1) / b_ + 2),
@@ -315,6 +318,7 @@ class EnvPoolImpl final : public EnvPool {
         }
       }
     }
+    steps_metric_->Increment(static_cast<int64_t>(count));
     if (sync_) {
       // Every env, handed out by home ranges (TryRunSyncChunk): no queue.
       for (size_t k = 0; k < count; ++k) {
@@ -399,6 +403,8 @@ class EnvPoolImpl final : public EnvPool {
   }
 
  private:
+  Counter* const steps_metric_;
+
   struct Layout {
     int rows = 0;
     size_t obs = 0, reward = 0, terminated = 0, truncated = 0, env_id = 0, final_obs = 0,
@@ -829,7 +835,7 @@ bool SameSpace(const Space& a, const Space& b) {
 }
 
 Result<std::unique_ptr<EnvPool>> Build(const EnvFactory& factory, EnvPoolOptions options,
-                                       int64_t registered_limit) {
+                                       int64_t registered_limit, const std::string& env_name) {
   FW_RETURN_IF_ERROR(options.Validate());
   std::vector<std::unique_ptr<Env>> envs;
   envs.reserve(options.num_envs);
@@ -855,7 +861,7 @@ Result<std::unique_ptr<EnvPool>> Build(const EnvFactory& factory, EnvPoolOptions
     envs.push_back(std::move(env));
   }
   const auto limits = ResolveLimits(options, registered_limit);
-  return std::unique_ptr<EnvPool>(new EnvPoolImpl(std::move(options), std::move(envs), limits));
+  return std::unique_ptr<EnvPool>(new EnvPoolImpl(std::move(options), std::move(envs), limits, env_name));
 }
 
 }  // namespace
@@ -871,12 +877,12 @@ Result<std::unique_ptr<EnvPool>> EnvPool::Make(std::string_view env_id, EnvPoolO
   auto factory = [&](int i) -> Result<std::unique_ptr<Env>> {
     return spec->make(kwargs.empty() ? kNone : kwargs.size() == 1 ? kwargs[0] : kwargs[i]);
   };
-  return Build(factory, std::move(options), spec->max_episode_steps);
+  return Build(factory, std::move(options), spec->max_episode_steps, std::string(env_id));
 }
 
 Result<std::unique_ptr<EnvPool>> EnvPool::Create(const EnvFactory& factory,
                                                  EnvPoolOptions options) {
-  return Build(factory, std::move(options), 0);
+  return Build(factory, std::move(options), 0, "custom");
 }
 
 }  // namespace flywheel::envs

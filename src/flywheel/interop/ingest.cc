@@ -16,6 +16,7 @@
 #include "absl/strings/str_join.h"
 #include "flywheel/base/checksum.h"
 #include "flywheel/base/logging.h"
+#include "flywheel/base/metrics.h"
 #include "flywheel/interop/parquet/convert.h"
 #include "flywheel/interop/wds/wds_reader.h"
 
@@ -296,6 +297,10 @@ Result<IngestResult> Ingest(const IngestOptions& o) {
   auto work = [&](Job& job) -> Status {
     FW_ASSIGN_OR_RETURN(auto reader, OpenSource(job.path, job.format, o, &table_schema));
     job.part = table->BeginAppend();
+    const Labels labels{{"format", std::string(SourceFormatName(job.format))}};
+    Counter* const rows_metric = Metrics().GetCounter("flywheel_ingest_rows_total", "Rows read from ingest sources", labels);
+    Counter* const bytes_metric =
+        Metrics().GetCounter("flywheel_ingest_bytes_total", "Bytes of ingest sources read", labels);
     std::vector<format::RecordBatch> buffered;
     int64_t buffered_rows = 0;
     auto flush = [&]() -> Status {
@@ -311,12 +316,14 @@ Result<IngestResult> Ingest(const IngestOptions& o) {
       if (!batch) break;
       job.rows += batch->num_rows;
       buffered_rows += batch->num_rows;
+      rows_metric->Increment(batch->num_rows);
       buffered.push_back(std::move(*batch));
-      job.bytes_done = reader->bytes_read();
+      const int64_t read = reader->bytes_read();
+      bytes_metric->Increment(read - job.bytes_done.exchange(read));
       if (buffered_rows >= o.write_rows) FW_RETURN_IF_ERROR(flush());
     }
     FW_RETURN_IF_ERROR(flush());
-    job.bytes_done = job.size;
+    bytes_metric->Increment(std::max<int64_t>(0, job.size - job.bytes_done.exchange(job.size)));
     if (job.format != SourceFormat::kFiles) {
       FW_ASSIGN_OR_RETURN(job.checksum, HashFile(job.path));
     }
@@ -396,6 +403,10 @@ Result<IngestResult> Ingest(const IngestOptions& o) {
       r.checksum = job.checksum;
       r.rows = job.rows.load();
       ++progress.files_done;
+      Metrics()
+          .GetCounter("flywheel_ingest_files_total", "Ingest source files handled, by outcome",
+                      {{"format", r.format}, {"outcome", job.status.ok() ? "ok" : "failed"}})
+          ->Increment();
       if (job.status.ok()) {
         if (failure.ok()) {
           Status s = tx->Absorb(*job.part);

@@ -281,6 +281,10 @@ class LoaderImpl final : public Loader {
   ~LoaderImpl() override {
     Cancel();
     pool_.reset();  // finishes (quickly: cancelled) and joins the workers
+    if (collector_ >= 0) {  // a loader that was made in full
+      Metrics().RemoveCollector(collector_);
+      PublishStageTimes();  // the last deltas stay in the process-wide series
+    }
   }
 
   static Result<std::unique_ptr<Loader>> Make(
@@ -379,9 +383,35 @@ class LoaderImpl final : public Loader {
     Counter* rows;
     Counter* bytes;
     Counter* skipped;
+    // Cumulative seconds per stage (docs/observability.md), summed over the
+    // loaders of the table: refreshed from stats() by a registry collector.
+    Gauge* io;
+    Gauge* decode;
+    Gauge* transform;
+    Gauge* assemble;
     Gauge* consumer_wait;
+    Gauge* idle;
   };
   Series metrics_{};
+  int collector_ = -1;
+  absl::Mutex published_mu_;
+  LoaderStats published_ ABSL_GUARDED_BY(published_mu_);  // stage times already added to the series
+
+  // Adds the stage times accumulated since the last call to the series.
+  void PublishStageTimes() {
+    const LoaderStats now = stats();
+    absl::MutexLock lock(&published_mu_);
+    auto add = [](Gauge* g, double to, double& from) {
+      if (to > from) g->Add(to - from);
+      from = std::max(from, to);
+    };
+    add(metrics_.io, now.io_seconds, published_.io_seconds);
+    add(metrics_.decode, now.decode_seconds, published_.decode_seconds);
+    add(metrics_.transform, now.transform_seconds, published_.transform_seconds);
+    add(metrics_.assemble, now.assemble_seconds, published_.assemble_seconds);
+    add(metrics_.consumer_wait, now.consumer_wait_seconds, published_.consumer_wait_seconds);
+    add(metrics_.idle, now.idle_seconds, published_.idle_seconds);
+  }
 
   std::unique_ptr<ThreadPool> pool_;  // last: destroyed (joined) first
 };
@@ -574,13 +604,22 @@ Result<std::unique_ptr<Loader>> LoaderImpl::Make(
     }
   }
   const Labels labels{{"table", l->tables_[0]->uri()}};
+  auto stage = [&](const char* name) {
+    Labels with_stage = labels;
+    with_stage.emplace_back("stage", name);
+    return Metrics().GetGauge("flywheel_loader_stage_seconds_total",
+                              "Seconds spent per loader stage: io, decode, transform, assemble (worker threads), "
+                              "consumer_wait (next() waiting for a batch: the trainer starving), idle (read-ahead "
+                              "full: the loader waiting for the trainer)",
+                              with_stage);
+  };
   l->metrics_ = Series{
       Metrics().GetCounter("flywheel_loader_batches_total", "Batches the loader handed out", labels),
       Metrics().GetCounter("flywheel_loader_rows_total", "Rows the loader handed out", labels),
       Metrics().GetCounter("flywheel_loader_bytes_total", "Bytes of column data the loader handed out", labels),
       Metrics().GetCounter("flywheel_loader_skipped_rows_total", "Rows left out by on_error=skip", labels),
-      Metrics().GetGauge("flywheel_loader_consumer_wait_seconds_total",
-                         "Seconds Next() waited for a batch (the trainer starving)", labels)};
+      stage("io"), stage("decode"), stage("transform"), stage("assemble"), stage("consumer_wait"), stage("idle")};
+  l->collector_ = Metrics().AddCollector([raw = l.get()] { raw->PublishStageTimes(); });
   l->pool_ = std::make_unique<ThreadPool>(options.num_threads);
   Cursor start;
   start.epoch = options.epoch;
@@ -1025,7 +1064,6 @@ Result<std::shared_ptr<const Batch>> LoaderImpl::Next(absl::Duration timeout) {
     }
     const double waited = static_cast<double>(NanosSince(t0)) * 1e-9;
     stats_.consumer_wait_seconds += waited;
-    metrics_.consumer_wait->Add(waited);
   }
   if (cancelled_.load(std::memory_order_acquire)) return absl::CancelledError("loader: cancelled");
   if (!t->done) {
@@ -1113,6 +1151,7 @@ LoaderStats LoaderImpl::stats() const {
   {
     absl::MutexLock lock(&mu_);
     s = stats_;
+    if (idle_since_) s.idle_seconds += static_cast<double>(NanosSince(*idle_since_)) * 1e-9;  // idle now
   }
   const PageSourceStats p = pages_->stats();
   s.pages_fetched = p.fetched;

@@ -14,6 +14,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "flywheel/base/logging.h"
+#include "flywheel/base/metrics.h"
 #include "flywheel/base/utf8.h"
 #include "flywheel/format/column.h"
 #include "flywheel/table/table.h"
@@ -726,6 +727,15 @@ Result<CheckpointResult> Checkpoint(const std::vector<Table*>& tables, const std
     FW_LOG(WARNING) << "checkpoint " << id << ": cleanup skipped: " << listing.status();
   }
   result.duration = absl::Now() - start;
+  static Histogram* const duration = Metrics().GetHistogram(
+      "flywheel_replay_checkpoint_seconds", "Time to write a replay checkpoint (the tables keep serving meanwhile)");
+  duration->Observe(absl::ToDoubleSeconds(result.duration));
+  for (const auto& [name, pause] : result.pauses) {
+    Metrics()
+        .GetHistogram("flywheel_replay_checkpoint_pause_seconds",
+                      "Time a replay table was paused (locked) to snapshot it for a checkpoint", {{"table", name}})
+        ->Observe(absl::ToDoubleSeconds(pause));
+  }
   return result;
 }
 

@@ -20,6 +20,10 @@ struct Table::TableMetrics {
   Gauge* size;
   Histogram* blocked_insert;
   Histogram* blocked_sample;
+  Gauge* max_size;
+  Gauge* blocked_inserts;  // callers waiting now (a collector refreshes them at each scrape)
+  Gauge* blocked_samples;
+  int collector = -1;
 };
 
 namespace {
@@ -32,6 +36,11 @@ Table::TableMetrics MetricsFor(const std::string& table) {
       Metrics().GetGauge("flywheel_replay_size", "Items in the table", l),
       Metrics().GetHistogram("flywheel_replay_insert_blocked_seconds", "Time inserts waited for the rate limiter", l),
       Metrics().GetHistogram("flywheel_replay_sample_blocked_seconds", "Time samples waited for the rate limiter", l),
+      Metrics().GetGauge("flywheel_replay_max_size", "Capacity of the table in items", l),
+      Metrics().GetGauge("flywheel_replay_blocked_callers", "Inserts or samples waiting for the rate limiter now",
+                         {{"table", table}, {"op", "insert"}}),
+      Metrics().GetGauge("flywheel_replay_blocked_callers", "Inserts or samples waiting for the rate limiter now",
+                         {{"table", table}, {"op", "sample"}}),
   };
 }
 
@@ -64,14 +73,27 @@ Result<std::unique_ptr<Table>> Table::Create(TableOptions options) {
   t->signature_ = std::move(options.signature);
   t->watchdog_ = options.watchdog;
   t->metrics_ = std::make_unique<TableMetrics>(MetricsFor(t->name_));
-  absl::MutexLock lock(&t->mu_);
-  t->sampler_ = options.sampler ? std::move(options.sampler) : NewUniformSelector();
-  t->remover_ = options.remover ? std::move(options.remover) : NewFifoSelector();
-  t->limiter_ = std::make_unique<RateLimiter>(options.rate_limiter);
+  t->metrics_->max_size->Set(static_cast<double>(t->max_size_));
+  {
+    absl::MutexLock lock(&t->mu_);
+    t->sampler_ = options.sampler ? std::move(options.sampler) : NewUniformSelector();
+    t->remover_ = options.remover ? std::move(options.remover) : NewFifoSelector();
+    t->limiter_ = std::make_unique<RateLimiter>(options.rate_limiter);
+  }
+  // Registered after the table is complete and outside its lock (the
+  // registry runs collectors under its own lock, which then takes ours).
+  t->metrics_->collector = Metrics().AddCollector([raw = t.get()] {
+    const TableInfo info = raw->Info();
+    raw->metrics_->blocked_inserts->Set(static_cast<double>(info.blocked_inserts));
+    raw->metrics_->blocked_samples->Set(static_cast<double>(info.blocked_samples));
+  });
   return t;
 }
 
-Table::~Table() { Close(); }
+Table::~Table() {
+  Metrics().RemoveCollector(metrics_->collector);
+  Close();
+}
 
 void Table::Close() {
   absl::MutexLock lock(&mu_);

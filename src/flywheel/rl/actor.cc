@@ -13,6 +13,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "flywheel/base/logging.h"
+#include "flywheel/base/metrics.h"
 #include "flywheel/envs/env_pool.h"
 #include "flywheel/format/types.h"
 #include "flywheel/replay/service/client.h"
@@ -69,6 +70,7 @@ class Actor {
       if (!open) break;
       ++stats_.unrolls;
       MaybeReportStats();
+      PublishMetrics();
       if (o_.max_unrolls > 0 && stats_.unrolls >= o_.max_unrolls) break;
       if (o_.on_policy) {
         FW_RETURN_IF_ERROR(WaitForWeights(acted_with));
@@ -324,12 +326,45 @@ class Actor {
     writer_->Close().IgnoreError();
     pool_->Close();
     MaybeReportStats(true);
+    PublishMetrics();
     return s;
+  }
+
+  // Adds what changed since the last call to the process-wide series
+  // (once per unroll: nothing per step).
+  void PublishMetrics() {
+    struct Series {
+      Counter *steps, *episodes, *unrolls;
+      Gauge *step, *act, *write, *wait_weights, *version;
+    };
+    static const Series m = [] {
+      auto stage = [](const char* name) {
+        return Metrics().GetGauge("flywheel_actor_stage_seconds_total",
+                                  "Actor time per stage: step (EnvPool), act (policy inference), write (to replay, "
+                                  "incl. back-pressure), wait_weights",
+                                  {{"stage", name}});
+      };
+      return Series{Metrics().GetCounter("flywheel_actor_env_steps_total", "Env steps taken by actors"),
+                    Metrics().GetCounter("flywheel_actor_episodes_total", "Episodes finished by actors"),
+                    Metrics().GetCounter("flywheel_actor_unrolls_total", "Unrolls sent to replay by actors"),
+                    stage("step"), stage("act"), stage("write"), stage("wait_weights"),
+                    Metrics().GetGauge("flywheel_actor_policy_version", "Policy version the actor acts with")};
+    }();
+    m.steps->Increment(stats_.env_steps - published_.env_steps);
+    m.episodes->Increment(stats_.episodes - published_.episodes);
+    m.unrolls->Increment(stats_.unrolls - published_.unrolls);
+    m.step->Add(stats_.step_s - published_.step_s);
+    m.act->Add(stats_.act_s - published_.act_s);
+    m.write->Add(stats_.write_s - published_.write_s);
+    m.wait_weights->Add(stats_.wait_weights_s - published_.wait_weights_s);
+    m.version->Set(static_cast<double>(stats_.policy_version));
+    published_ = stats_;
   }
 
   const ActorOptions& o_;
   const std::atomic<bool>& stop_;
   std::function<void(const ActorStats&)> on_stats_;
+  ActorStats published_;  // what PublishMetrics has added to the series
   replay::Client client_;
   WeightClient weights_;
   std::unique_ptr<replay::RemoteWriter> writer_;
