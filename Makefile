@@ -25,7 +25,7 @@ DEB_PACKAGES := build-essential cmake ninja-build ccache pkg-config \
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler \
   python3-torch openmpi-bin libturbojpeg0-dev libjpeg62-turbo-dev python3-pil liburing-dev \
   libsnappy-dev libbrotli-dev zlib1g-dev \
-  libsqlite3-dev libpq-dev postgresql python3-jsonschema libssl-dev
+  libsqlite3-dev libpq-dev postgresql python3-jsonschema libssl-dev chromium
 
 ifneq ($(SAN),)
   BUILD := build-$(SAN)
@@ -46,8 +46,10 @@ deps:
 	else echo "make deps: all Debian packages present"; fi
 	@command -v node >/dev/null 2>&1 || { echo "make deps: installing nodejs/npm (test and benchmark peers)"; \
 	  DEBIAN_FRONTEND=noninteractive apt-get install -y -q nodejs npm; }
-	@# DuckDB (@duckdb/node-api): the independent reader the Parquet tests and benchmarks compare with.
-	@[ -d bench/peers/node_modules/@duckdb/node-api ] || { echo "make deps: npm install in bench/peers (DuckDB peer)"; \
+	@# DuckDB (@duckdb/node-api): the independent reader the Parquet tests and benchmarks compare with;
+	@# playwright-core drives Debian's chromium in the dashboard test (tests/browser/dashboard.mjs).
+	@[ -d bench/peers/node_modules/@duckdb/node-api ] && [ -d bench/peers/node_modules/playwright-core ] || \
+	  { echo "make deps: npm install in bench/peers (DuckDB, playwright-core)"; \
 	  (cd bench/peers && npm install --no-audit --no-fund); }
 
 $(BUILD)/build.ninja:

@@ -18,5 +18,9 @@ void AddExportCommand(CLI::App& app, int* exit_code);
 void AddCatalogCommands(CLI::App& app, int* exit_code);
 // `flywheel run CONFIG.toml` (run_command.cc).
 void AddRunCommand(CLI::App& app, int* exit_code);
+// `flywheel serve`: the dashboard (serve_command.cc).
+void AddServeCommand(CLI::App& app, int* exit_code);
+// `flywheel doctor`: this machine's limits and a job's bottleneck (doctor_command.cc).
+void AddDoctorCommand(CLI::App& app, int* exit_code);
 
 }  // namespace flywheel::cli

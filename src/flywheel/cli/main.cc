@@ -23,6 +23,8 @@ int main(int argc, char** argv) {
   flywheel::cli::AddIngestCommands(app, &exit_code);
   flywheel::cli::AddExportCommand(app, &exit_code);
   flywheel::cli::AddCatalogCommands(app, &exit_code);
+  flywheel::cli::AddServeCommand(app, &exit_code);
+  flywheel::cli::AddDoctorCommand(app, &exit_code);
 #ifdef FLYWHEEL_HAVE_REPLAY_SERVICE
   flywheel::cli::AddReplayCommands(app, &exit_code);
   flywheel::cli::AddRunCommand(app, &exit_code);

@@ -1,0 +1,202 @@
+"""`flywheel serve`: the dashboard in headless Chromium (playwright-core from
+bench/peers, Debian's chromium), over live jobs: a `flywheel replay serve`
+process with a client inserting and sampling, and this process's own
+registry (a loader, an EnvPool, a local replay table) served on loopback.
+The page must load, its charts must update, the table browser and the
+lineage view must show the catalog's datasets; screenshots are saved to
+build/test-artifacts/ (FLYWHEEL_TEST_ARTIFACTS)."""
+
+import http.server
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import threading
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import flywheel
+from flywheel import _core, envs, replay
+
+BIN = os.environ.get("FLYWHEEL_BIN")
+ROOT = Path(__file__).resolve().parents[2]
+SCRIPT = ROOT / "tests" / "browser" / "dashboard.mjs"
+CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
+pytestmark = pytest.mark.skipif(not BIN, reason="FLYWHEEL_BIN is not set")
+
+
+def browser_or_skip():
+    missing = [what for what, ok in [
+        ("node", shutil.which("node")),
+        ("chromium", os.path.exists(CHROMIUM)),
+        ("playwright-core (make deps)", (ROOT / "bench/peers/node_modules/playwright-core").is_dir()),
+    ] if not ok]
+    if missing:
+        if os.environ.get("CI"):
+            pytest.fail(f"the browser test needs {', '.join(missing)}: `make deps` installs them")
+        pytest.skip(f"missing {', '.join(missing)} (`make deps` installs them)")
+
+
+def fw(*args, timeout=120):
+    r = subprocess.run([BIN, *map(str, args)], capture_output=True, text=True, timeout=timeout)
+    assert r.returncode == 0, f"flywheel {' '.join(map(str, args))}: {r.stderr}"
+    return r.stdout
+
+
+class Background:
+    """A flywheel command in the background; `url` is the first http URL it prints."""
+
+    def __init__(self, args, pattern):
+        self.proc = subprocess.Popen([BIN, *map(str, args)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                     text=True)
+        self.lines = []
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            line = self.proc.stdout.readline()
+            if not line:
+                break
+            self.lines.append(line)
+            m = re.search(pattern, line)
+            if m:
+                self.match = m
+                return
+        self.proc.kill()
+        raise AssertionError(f"flywheel {args[0]} did not start: {self.lines} {self.proc.stderr.read()}")
+
+    def stop(self):
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            out, err = self.proc.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            out, err = self.proc.communicate()
+        return self.proc.returncode, err
+
+
+def serve_own_metrics():
+    """This process's registry on a loopback port (what a training script would do)."""
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802
+            body = flywheel.metrics_text().encode()
+            self.send_response(200 if self.path == "/metrics" else 404)
+            self.send_header("Content-Type", "text/plain; version=0.0.4")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server, f"http://127.0.0.1:{server.server_address[1]}/metrics"
+
+
+def workload(stop, table_path, replay_address):
+    """Loader epochs, env steps, and replay traffic (local and remote) until `stop`."""
+    pool = envs.make("CartPole-v1", num_envs=4)
+    pool.reset(seed=0)
+    local = replay.Table("dashboard_local", max_size=200, rate_limiter=replay.RateLimiter.min_size(1))
+    sampler = replay.Sampler(local)
+    loader = flywheel.Loader(table_path, batch_size=256, seed=0, num_threads=1)
+    with replay.Client(replay_address) as client, client.writer(chunk_length=4) as remote, \
+            replay.Writer([local]) as w:
+        i = 0
+        while not stop.is_set():
+            for b in loader:  # one epoch
+                if stop.is_set():
+                    break
+            pool.step(np.zeros(4, np.int64))
+            w.append({"x": np.float32(i)})
+            w.create_item("dashboard_local", 1.0, {"x": 1}, timeout=30)
+            sampler.sample(1, timeout=30)
+            remote.append({"obs": np.full(4, i, np.float32)})
+            remote.create_item("replay", 1.0, {"obs": 1}, timeout=30)
+            if i % 4 == 3:
+                client.sample("replay", 2, timeout=30)
+            i += 1
+            time.sleep(0.02)
+
+
+def test_dashboard_in_chromium(tmp_path):
+    browser_or_skip()
+    catalog, wh = tmp_path / "catalog", tmp_path / "warehouse"
+    src = tmp_path / "images.jsonl"
+    src.write_text("".join(json.dumps({"id": i, "label": i % 10}) + "\n" for i in range(5000)))
+    # Lineage: file -> ingest -> ns/images -> export -> parquet -> ingest -> ns/derived.
+    fw("--catalog", catalog, "ingest", src, "ns/images")
+    fw("--catalog", catalog, "export", "ns/images", tmp_path / "images.parquet")
+    fw("--catalog", catalog, "ingest", tmp_path / "images.parquet", "ns/derived")
+    listing = dict(line.split("\t") for line in fw("--catalog", catalog, "catalog", "datasets").splitlines())
+    images = listing["ns/images"]
+
+    cfg = tmp_path / "tables.toml"
+    cfg.write_text('port = 0\n[[table]]\nname = "replay"\nmax_size = 500\n'
+                   'rate_limiter = { kind = "min_size", min_size = 2 }\nsignature = { obs = "float32[4]" }\n')
+    replay_server = Background(["replay", "serve", "--config", cfg], r"metrics on (http://127\.0\.0\.1:\d+/metrics)")
+    address = re.search(r" on (127\.0\.0\.1:\d+)$", replay_server.lines[0].strip()).group(1)
+    own, own_url = serve_own_metrics()
+    stop = threading.Event()
+    errors = []
+
+    def run():
+        try:
+            workload(stop, images, address)
+        except Exception as e:  # reported by the test below
+            errors.append(e)
+
+    worker = threading.Thread(target=run, daemon=True)
+    worker.start()
+    dash = Background(["--catalog", catalog, "serve", "--port", "0", "--interval", "0.5",
+                       "--scrape", replay_server.match.group(1), "--scrape", own_url],
+                      r"dashboard on (http://127\.0\.0\.1:\d+/)")
+    try:
+        url = dash.match.group(1)
+        status = json.load(urllib.request.urlopen(url + "api/status", timeout=10))
+        assert status["catalog"] is True and len(status["targets"]) == 3
+        tables = json.load(urllib.request.urlopen(url + "api/tables", timeout=10))
+        assert {t["name"] for t in tables["tables"]} == {"ns/images", "ns/derived"}
+        detail = json.load(urllib.request.urlopen(url + "api/table?name=ns%2Fimages", timeout=10))
+        assert detail["rows"] == 5000 and [c["name"] for c in detail["schema"]] == ["id", "label"]
+        lineage = json.load(urllib.request.urlopen(url + "api/lineage?node=ns%2Fderived&direction=up", timeout=10))
+        kinds = {n["kind"] for n in lineage["nodes"]}
+        assert {"dataset", "run", "file"} <= kinds, lineage
+        with pytest.raises(urllib.error.HTTPError) as e:
+            urllib.request.urlopen(url + "api/table?name=nope", timeout=10)
+        assert e.value.code == 404
+
+        out_dir = Path(os.environ.get("FLYWHEEL_TEST_ARTIFACTS", ROOT / "build" / "test-artifacts"))
+        out_dir.mkdir(parents=True, exist_ok=True)
+        shot = out_dir / "dashboard.png"
+        for p in out_dir.glob("dashboard*.png"):
+            p.unlink()
+        cmd = ["node", str(SCRIPT), "--url", url, "--screenshot", str(shot), "--timeout-ms", "60000",
+               "--expect-chart", "chart-throughput", "--expect-chart", "chart-replay-fill",
+               "--expect-chart", "chart-rate-limiter", "--expect-chart", "chart-loader-stalls",
+               "--expect-table", "ns/images", "--expect-lineage", "ns/derived"]
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=150,
+                           env={**os.environ, "CHROMIUM": CHROMIUM})
+        assert r.returncode == 0, f"browser check failed:\n{r.stderr}\n{r.stdout}"
+        found = json.loads(r.stdout.strip().splitlines()[-1])
+        assert found["ok"] and not found["page_errors"]
+        for chart in ("chart-throughput", "chart-loader-stalls"):
+            assert found["charts"][chart]["later"]["draws"] > found["charts"][chart]["first"]["draws"]
+        assert len(found["lineage"]["nodes"]) >= 5
+        for p in (shot, out_dir / "dashboard-tables.png", out_dir / "dashboard-lineage.png"):
+            assert p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and p.stat().st_size > 10000, p
+        assert not errors, errors
+    finally:
+        stop.set()
+        worker.join(60)
+        code, err = dash.stop()
+        replay_server.stop()
+        own.shutdown()
+    assert code == 0, err
