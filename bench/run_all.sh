@@ -8,7 +8,7 @@
 #   FW_BENCH_ROWS     rows for table_bench (default 1000000)
 #   FW_BENCH_REPEATS  runs per figure, best reported (default 3)
 #   FW_BENCH_ONLY     space-separated subset of: format table commit replay replay_service envs rl loader
-#                     parquet catalog catalog_smoke erase erase_smoke (catalog_smoke: catalog_bench --quick,
+#                     parquet catalog catalog_smoke erase erase_smoke metrics metrics_smoke (catalog_smoke: catalog_bench --quick,
 #                     ~10 s, keeps no results; erase_smoke: erase_bench --quick, ~10 s, keeps no results;
 #                     the smoke runs are not in the default set)
 #   FW_BENCH_TMP      scratch parent directory (default /tmp)
@@ -22,7 +22,7 @@ BIN="$BUILD/bench"
 OUT="$ROOT/bench/results"
 ROWS="${FW_BENCH_ROWS:-1000000}"
 REPEATS="${FW_BENCH_REPEATS:-3}"
-ONLY="${FW_BENCH_ONLY:-format table commit replay replay_service envs rl loader parquet catalog erase}"
+ONLY="${FW_BENCH_ONLY:-format table commit replay replay_service envs rl loader parquet catalog erase metrics}"
 TMP="${FW_BENCH_TMP:-/tmp}"
 PYTHON="${PYTHON:-/usr/bin/python3}"
 
@@ -91,7 +91,13 @@ for what in $ONLY; do
     erase_smoke)
       echo; echo "== erase_bench --quick (smoke run, ~10 s; no results file)"
       "$BIN/erase_bench" --quick --tmp="$TMP" ;;
-    *) echo "run_all.sh: unknown benchmark '$what' (format table commit replay replay_service envs rl loader parquet catalog catalog_smoke erase erase_smoke)" >&2; exit 2 ;;
+    metrics)
+      echo; echo "== metrics_bench (metrics on vs off on the replay and loader hot paths, alternating; medians of 9; ~1.5 min)"
+      "$BIN/metrics_bench" --repeats="${FW_BENCH_REPEATS:-9}" --out="$OUT" --tmp="$TMP" ;;
+    metrics_smoke)
+      echo; echo "== metrics_bench --quick (smoke run, a few seconds; no results file)"
+      "$BIN/metrics_bench" --quick --tmp="$TMP" ;;
+    *) echo "run_all.sh: unknown benchmark '$what' (format table commit replay replay_service envs rl loader parquet catalog catalog_smoke erase erase_smoke metrics metrics_smoke)" >&2; exit 2 ;;
   esac
 done
 
@@ -101,7 +107,7 @@ echo "== summary (bench/results/*.json; each figure best of $REPEATS runs)"
 import json, pathlib, sys
 out = pathlib.Path(sys.argv[1])
 rows = []
-for name in ["table_write", "table_scan", "table_take", "commit", "format_bench", "replay", "replay_service", "envs", "catalog", "erase"]:
+for name in ["table_write", "table_scan", "table_take", "commit", "format_bench", "replay", "replay_service", "envs", "catalog", "erase", "metrics"]:
     p = out / f"{name}.json"
     if not p.exists():
         continue

@@ -55,7 +55,21 @@ std::string LabelText(const Labels& labels, const char* extra_key = nullptr,
 
 }  // namespace
 
-void Gauge::Add(double d) { AtomicAdd(value_, d); }
+namespace metrics_internal {
+namespace {
+bool EnabledFromEnvironment() {
+  const char* v = std::getenv("FLYWHEEL_METRICS");
+  return v == nullptr || (std::string_view(v) != "0" && std::string_view(v) != "off" && std::string_view(v) != "false");
+}
+}  // namespace
+std::atomic<bool> enabled{EnabledFromEnvironment()};
+}  // namespace metrics_internal
+
+void SetMetricsEnabled(bool on) { metrics_internal::enabled.store(on, std::memory_order_relaxed); }
+
+void Gauge::Add(double d) {
+  if (MetricsEnabled()) AtomicAdd(value_, d);
+}
 
 Histogram::Histogram(std::vector<double> bounds)
     : bounds_(std::move(bounds)),
@@ -65,6 +79,7 @@ Histogram::Histogram(std::vector<double> bounds)
 }
 
 void Histogram::Observe(double v) {
+  if (!MetricsEnabled()) return;
   const size_t i = std::lower_bound(bounds_.begin(), bounds_.end(), v) - bounds_.begin();
   buckets_[i].fetch_add(1, std::memory_order_relaxed);
   count_.fetch_add(1, std::memory_order_relaxed);

@@ -28,11 +28,23 @@
 
 namespace flywheel {
 
+namespace metrics_internal {
+extern std::atomic<bool> enabled;
+}  // namespace metrics_internal
+
+// Metrics are on unless FLYWHEEL_METRICS=0 (read at start) or
+// SetMetricsEnabled(false): then updates do nothing (series keep their
+// values). The benchmark bench/metrics_bench.cc measures what they cost.
+inline bool MetricsEnabled() { return metrics_internal::enabled.load(std::memory_order_relaxed); }
+void SetMetricsEnabled(bool on);
+
 using Labels = std::vector<std::pair<std::string, std::string>>;
 
 class Counter {
  public:
-  void Increment(int64_t n = 1) { value_.fetch_add(n, std::memory_order_relaxed); }
+  void Increment(int64_t n = 1) {
+    if (MetricsEnabled()) value_.fetch_add(n, std::memory_order_relaxed);
+  }
   int64_t Value() const { return value_.load(std::memory_order_relaxed); }
 
  private:
@@ -41,7 +53,9 @@ class Counter {
 
 class Gauge {
  public:
-  void Set(double v) { value_.store(v, std::memory_order_relaxed); }
+  void Set(double v) {
+    if (MetricsEnabled()) value_.store(v, std::memory_order_relaxed);
+  }
   void Add(double d);
   double Value() const { return value_.load(std::memory_order_relaxed); }
 

@@ -51,5 +51,39 @@ TEST(MetricsTest, ExpositionTextFollowsPrometheusFormat) {
   EXPECT_NE(text.find("fw_lat_seconds_count{t=\"a\\\"b\"} 1\n"), std::string::npos);
 }
 
+TEST(MetricsTest, SwitchedOffUpdatesNothingAndOnAgainCounts) {
+  MetricsRegistry r;
+  Counter* c = r.GetCounter("switch_total", "h");
+  Gauge* g = r.GetGauge("switch_gauge", "h");
+  Histogram* h = r.GetHistogram("switch_seconds", "h");
+  c->Increment(2);
+  SetMetricsEnabled(false);
+  EXPECT_FALSE(MetricsEnabled());
+  c->Increment(5);
+  g->Set(3);
+  g->Add(1);
+  h->Observe(0.5);
+  EXPECT_EQ(c->Value(), 2);
+  EXPECT_EQ(g->Value(), 0);
+  EXPECT_EQ(h->Count(), 0);
+  SetMetricsEnabled(true);
+  c->Increment(5);
+  h->Observe(0.5);
+  EXPECT_EQ(c->Value(), 7);
+  EXPECT_EQ(h->Count(), 1);
+}
+
+TEST(MetricsTest, CollectorsRunBeforeEachExpositionUntilRemoved) {
+  MetricsRegistry r;
+  Gauge* g = r.GetGauge("collected", "refreshed at scrape");
+  int runs = 0;
+  const int id = r.AddCollector([&] { g->Set(++runs); });
+  EXPECT_NE(r.ExpositionText().find("collected 1\n"), std::string::npos);
+  EXPECT_NE(r.ExpositionText().find("collected 2\n"), std::string::npos);
+  r.RemoveCollector(id);
+  EXPECT_NE(r.ExpositionText().find("collected 2\n"), std::string::npos);
+  EXPECT_EQ(runs, 2);
+}
+
 }  // namespace
 }  // namespace flywheel
