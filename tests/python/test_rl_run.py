@@ -243,3 +243,47 @@ def test_mpirun_two_processes_head_and_actor(tmp_path):
                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=60, env=env)
     assert proc.returncode != 0
     assert "needs a fixed port" in proc.stdout
+
+
+def test_run_metrics_show_progress_returns_lag_and_stage_times(tmp_path):
+    """The supervisor's /metrics (what `flywheel serve --scrape` charts)."""
+    import re
+    import urllib.request
+    cfg = write_config(tmp_path, max_updates=400, actors=1)
+    proc = start(cfg, tmp_path / "run")
+    try:
+        url = None
+        for _ in range(50):
+            line = proc.stdout.readline()
+            m = re.search(r"metrics on (http://127\.0\.0\.1:\d+/metrics)", line)
+            if m:
+                url = m.group(1)
+                break
+        assert url, "no metrics URL printed"
+
+        def scrape():
+            text = urllib.request.urlopen(url, timeout=10).read().decode()
+            out = {}
+            for ln in text.splitlines():
+                if ln and not ln.startswith("#"):
+                    key, value = ln.rsplit(" ", 1)
+                    out[key] = float(value)
+            return out
+
+        def progressed():
+            s = scrape()
+            # The actors' figures come from their stats files, written every few seconds.
+            return s if s.get("flywheel_run_learner_updates_total", 0) >= 3 and \
+                "flywheel_run_mean_return" in s and s.get("flywheel_run_actor_env_steps_total", 0) > 0 else None
+
+        s = wait_for(progressed, timeout=90, what="three updates, a mean return and actor steps on /metrics")
+        assert s["flywheel_run_env_steps_total"] >= 3 * 16 * 4
+        assert s['flywheel_run_policy_lag{quantile="max"}'] >= s['flywheel_run_policy_lag{quantile="0.5"}'] >= 0
+        assert s["flywheel_run_mean_return"] > 0
+        assert s['flywheel_run_learner_stage_seconds_total{stage="update"}'] > 0
+        assert s['flywheel_run_actor_stage_seconds_total{stage="step"}'] > 0
+        assert s["flywheel_run_actors_up"] == 1
+        assert any(k.startswith("flywheel_replay_inserts_total") and v > 0 for k, v in s.items())
+    finally:
+        proc.send_signal(signal.SIGINT)
+        proc.communicate(timeout=120)
