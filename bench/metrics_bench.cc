@@ -1,17 +1,20 @@
 // What metrics cost on the hot paths (the observability issue: under 3%).
 //
-// Each workload runs with metrics on and off (SetMetricsEnabled; the same
-// switch as FLYWHEEL_METRICS=0), alternating, --repeats times each; the
-// figure is the median with metrics on, the baseline the median with them
-// off, the ratio on/off (1.00 = free; 0.97 = 3% slower).
-//   replay   in-process replay table: insert one small item, sample one
-//            (uniform sampler, FIFO remover at --replay_size items): each
-//            call updates counters, the size gauge and a blocked-time
-//            histogram.
+// Each workload runs in rounds with metrics on and off (SetMetricsEnabled;
+// the same switch as FLYWHEEL_METRICS=0), back to back in pairs whose order
+// alternates, many pairs; the figure is the median with metrics on, the
+// baseline the median with them off, the ratio the median of the pairs'
+// on/off ratios (1.00 = free; 0.97 = 3% slower), which cancels the drift of
+// a shared machine's speed over the run.
+//   replay   in-process replay table kept full at --replay_size items:
+//            rounds of --replay_ops (insert one small item, sample one)
+//            (uniform sampler, FIFO remover): each call updates counters,
+//            the size gauge and a blocked-time histogram.
 //   loader   a shuffled epoch of --loader_rows rows (int64 + float32[16])
 //            in batches of 256 with 2 threads: per-batch counters, the
 //            stage-time collector, and a scrape of the whole registry every
-//            100 ms while on (a Prometheus server scrapes every 15-60 s).
+//            --scrape_ms (default 1000: what `flywheel serve` does; a
+//            Prometheus server scrapes every 15-60 s) while on.
 //   micro    one Counter::Increment and one Histogram::Observe, single
 //            thread (ns per call, on vs off).
 // Results: bench/results/metrics.json (docs/benchmarks.md).
@@ -71,24 +74,34 @@ OnOff Alternate(int repeats, F&& once) {
   return r;
 }
 
+// Median of the per-pair ratios on[i] / off[i]: each pair ran back to back,
+// so drift in the machine's speed over the run cancels out.
+double PairRatio(const OnOff& r) {
+  std::vector<double> q;
+  for (size_t i = 0; i < r.on.size() && i < r.off.size(); ++i) q.push_back(r.on[i] / r.off[i]);
+  return Median(q);
+}
+
 void Add(Report& report, const std::string& name, const std::string& unit, const OnOff& r, const std::string& note) {
-  Comparison c{name, unit, Median(r.on), "the same with metrics off", Median(r.off), 0, note, {}};
+  Comparison c{name, unit, Median(r.on), "the same with metrics off", Median(r.off), PairRatio(r),
+               note + "; ratio = median of back-to-back on/off pairs", {}};
   c.details = {{"on", r.on}, {"off", r.off}};
   report.Add(std::move(c));
 }
 
 void RunReplay(const Flags& flags, Report& report) {
   const int64_t size = flags.Int("replay_size"), ops = flags.Int("replay_ops");
-  // Items are built outside the timed loop: the figure is the table's work.
-  std::vector<replay::Item> items;
+  replay::TableOptions o;
+  o.name = "metrics_bench";
+  o.max_size = size;
+  o.rate_limiter = replay::RateLimiterOptions::MinSize(1);
+  auto t = CheckResult(replay::Table::Create(std::move(o)), "table");
   uint64_t next_key = 1;
-  auto r = Alternate(static_cast<int>(flags.Int("repeats")), [&](bool) {
-    replay::TableOptions o;
-    o.name = "metrics_bench";
-    o.max_size = size;
-    o.rate_limiter = replay::RateLimiterOptions::MinSize(1);
-    auto t = CheckResult(replay::Table::Create(std::move(o)), "table");
-    for (int64_t i = 0; i < size; ++i) Check(t->Insert(SmallItem(next_key++)), "fill");
+  for (int64_t i = 0; i < size; ++i) Check(t->Insert(SmallItem(next_key++)), "fill");
+  // Items are built outside the timed loop: the figure is the table's work.
+  // The table stays full (each insert evicts the oldest item).
+  std::vector<replay::Item> items;
+  auto r = Alternate(static_cast<int>(flags.Int("replay_pairs")), [&](bool) {
     items.clear();
     for (int64_t i = 0; i < ops; ++i) items.push_back(SmallItem(next_key++));
     return Rate(ops, [&] {
@@ -99,7 +112,8 @@ void RunReplay(const Flags& flags, Report& report) {
     });
   });
   Add(report, "replay/insert+sample", "pairs/s", r,
-      absl::StrCat(ops, " insert+sample pairs on a table of ", size, " small items"));
+      absl::StrCat(flags.Int("replay_pairs"), " pairs of rounds of ", ops, " insert+sample on a full table of ", size,
+                   " small items"));
 }
 
 void RunLoader(const Flags& flags, Report& report, const std::string& dir) {
@@ -107,7 +121,7 @@ void RunLoader(const Flags& flags, Report& report, const std::string& dir) {
   table::TableOptions topts;
   auto t = CheckResult(table::Table::Create(dir + "/loader_table", DataSchema(false), topts), "create");
   for (const auto& b : MakeBatches(rows, 1 << 18, false)) Check(t->Append(b), "append");
-  auto r = Alternate(static_cast<int>(flags.Int("repeats")), [&](bool on) {
+  auto r = Alternate(static_cast<int>(flags.Int("loader_pairs")), [&](bool on) {
     loader::LoaderOptions lo;
     lo.batch_size = 256;
     lo.num_threads = 2;
@@ -115,11 +129,13 @@ void RunLoader(const Flags& flags, Report& report, const std::string& dir) {
     auto l = CheckResult(loader::Loader::Open({loader::TableRef{t->uri()}}, lo), "loader");
     std::atomic<bool> stop{false};
     std::thread scraper;
-    if (on) {
+    if (on && flags.Int("scrape_ms") > 0) {
       scraper = std::thread([&] {
         while (!stop.load()) {
           std::string text = Metrics().ExpositionText();
-          std::this_thread::sleep_for(std::chrono::milliseconds(100));
+          for (int64_t ms = 0; ms < flags.Int("scrape_ms") && !stop.load(); ms += 10) {
+            std::this_thread::sleep_for(std::chrono::milliseconds(10));
+          }
         }
       });
     }
@@ -133,20 +149,20 @@ void RunLoader(const Flags& flags, Report& report, const std::string& dir) {
     return rate;
   });
   Add(report, "loader/epoch", "rows/s", r,
-      absl::StrCat(rows, " rows (int64 + float32[16]), shuffled, batches of 256, 2 threads; registry scraped every "
-                         "100 ms while on"));
+      absl::StrCat(rows, " rows (int64 + float32[16]), shuffled, batches of 256, 2 threads; registry scraped every ",
+                   flags.Int("scrape_ms"), " ms while on"));
 }
 
 void RunMicro(const Flags& flags, Report& report) {
   const int64_t n = flags.Int("micro_ops");
   Counter* c = Metrics().GetCounter("flywheel_bench_counter_total", "metrics_bench");
   Histogram* h = Metrics().GetHistogram("flywheel_bench_seconds", "metrics_bench");
-  auto counter = Alternate(static_cast<int>(flags.Int("repeats")), [&](bool) {
+  auto counter = Alternate(static_cast<int>(flags.Int("micro_pairs")), [&](bool) {
     return Rate(n, [&] {
       for (int64_t i = 0; i < n; ++i) c->Increment();
     });
   });
-  auto hist = Alternate(static_cast<int>(flags.Int("repeats")), [&](bool) {
+  auto hist = Alternate(static_cast<int>(flags.Int("micro_pairs")), [&](bool) {
     return Rate(n, [&] {
       for (int64_t i = 0; i < n; ++i) h->Observe(1e-4 * static_cast<double>(i & 1023));
     });
@@ -159,10 +175,10 @@ void RunMicro(const Flags& flags, Report& report) {
   };
   const OnOff cn = ns(counter), hn = ns(hist);
   Comparison cc{"micro/counter-increment", "ns", Median(cn.on), "the same with metrics off", Median(cn.off),
-                Median(cn.off) / Median(cn.on), "ratio = off/on time", {{"on", cn.on}, {"off", cn.off}}};
+                PairRatio(counter), "ratio = calls/s on / off", {{"on", cn.on}, {"off", cn.off}}};
   report.Add(std::move(cc));
   Comparison hc{"micro/histogram-observe", "ns", Median(hn.on), "the same with metrics off", Median(hn.off),
-                Median(hn.off) / Median(hn.on), "ratio = off/on time", {{"on", hn.on}, {"off", hn.off}}};
+                PairRatio(hist), "ratio = calls/s on / off", {{"on", hn.on}, {"off", hn.off}}};
   report.Add(std::move(hc));
 }
 
@@ -173,22 +189,26 @@ namespace fb = flywheel::bench;
 
 int main(int argc, char** argv) {
   const bool quick = fb::HasSwitch(argc, argv, "quick");
-  std::map<std::string, std::string> defaults = {{"replay_size", "100000"}, {"replay_ops", "500000"},
-                                                 {"loader_rows", "2000000"}, {"micro_ops", "50000000"},
-                                                 {"repeats", "5"},         {"only", "replay,loader,micro"},
+  std::map<std::string, std::string> defaults = {{"replay_size", "100000"}, {"replay_ops", "50000"}, {"replay_pairs", "41"},
+                                                 {"loader_pairs", "21"}, {"micro_pairs", "9"},
+                                                 {"loader_rows", "2000000"}, {"micro_ops", "50000000"}, {"scrape_ms", "1000"},
+                                                 {"only", "replay,loader,micro"},
                                                  {"quick", "0"},           {"tmp", "/tmp"},
                                                  {"out", fb::SourceDir() + "/bench/results"}};
   if (quick) {
     defaults["replay_size"] = "10000";
-    defaults["replay_ops"] = "50000";
+    defaults["replay_ops"] = "10000";
+    defaults["replay_pairs"] = "5";
     defaults["loader_rows"] = "200000";
+    defaults["loader_pairs"] = "3";
     defaults["micro_ops"] = "5000000";
-    defaults["repeats"] = "3";
+    defaults["micro_pairs"] = "3";
     defaults["out"] = "";
   }
   fb::Flags flags(argc, argv, defaults,
                   "metrics_bench: the cost of metrics on the replay and loader hot paths (on vs off, same run).\n"
-                  "  metrics_bench [--quick] [--repeats=N] [--replay_ops=N] [--loader_rows=N] [--only=replay,loader,micro]\n"
+                  "  metrics_bench [--quick] [--replay_pairs=N] [--replay_ops=N] [--loader_pairs=N] [--loader_rows=N]\n"
+                  "                [--scrape_ms=N] [--only=replay,loader,micro]\n"
                   "                [--out=DIR]\n"
                   "--quick: smoke run (a few seconds), no results file unless --out=DIR is given.");
   fb::TempDir tmp(flags.Str("tmp"), "fw_metrics_bench");

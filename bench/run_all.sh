@@ -92,8 +92,8 @@ for what in $ONLY; do
       echo; echo "== erase_bench --quick (smoke run, ~10 s; no results file)"
       "$BIN/erase_bench" --quick --tmp="$TMP" ;;
     metrics)
-      echo; echo "== metrics_bench (metrics on vs off on the replay and loader hot paths, alternating; medians of 9; ~1.5 min)"
-      "$BIN/metrics_bench" --repeats="${FW_BENCH_REPEATS:-9}" --out="$OUT" --tmp="$TMP" ;;
+      echo; echo "== metrics_bench (metrics on vs off on the replay and loader hot paths, back-to-back pairs; ~1.5 min)"
+      "$BIN/metrics_bench" --out="$OUT" --tmp="$TMP" ;;
     metrics_smoke)
       echo; echo "== metrics_bench --quick (smoke run, a few seconds; no results file)"
       "$BIN/metrics_bench" --quick --tmp="$TMP" ;;

@@ -534,7 +534,8 @@ Result<BottleneckAnalysis> AnalyzeBottleneck(const StageFigures& f, const Machin
       if (a.worker_utilization && *a.worker_utilization < 0.5) {
         absl::StrAppend(&a.explanation, "; the ", f.num_threads, " worker thread(s) were busy only ",
                         Pct(*a.worker_utilization),
-                        " of the time: the read-ahead (prefetch_bytes) may be too small to keep them going");
+                        " of the time: the read-ahead (prefetch_bytes) may be too small to keep them going, or "
+                        "they lack free CPUs");
       }
     }
     if (idle >= kWaitShareThreshold) {
