@@ -189,71 +189,78 @@ Result<HttpClientResponse> HttpFetch(const std::string& method, const std::strin
   FW_RETURN_IF_ERROR(c.SendAll(req));
 
   std::string in;
-  size_t head_end = std::string::npos;
-  HttpClientResponse resp;
-  std::optional<size_t> content_length;
-  bool chunked = false;
   bool open = true;
+  const bool head_request = method == "HEAD";
   for (;;) {
-    if (head_end == std::string::npos) {
-      head_end = in.find("\r\n\r\n");
-      if (head_end != std::string::npos) {
-        // Status line and headers.
-        absl::string_view head(in.data(), head_end);
-        const size_t eol = head.find("\r\n");
-        absl::string_view status_line = head.substr(0, eol);
-        if (status_line.rfind("HTTP/1.", 0) != 0 || status_line.size() < 12 ||
-            !absl::SimpleAtoi(status_line.substr(9, 3), &resp.status)) {
-          return absl::DataLossError(absl::StrCat("not an HTTP answer from ", u.hostport, ": '",
-                                                  absl::CHexEscape(status_line.substr(0, 80)), "'"));
-        }
-        size_t pos = eol == absl::string_view::npos ? head.size() : eol + 2;
-        while (pos < head.size()) {
-          size_t next = head.find("\r\n", pos);
-          if (next == absl::string_view::npos) next = head.size();
-          absl::string_view line = head.substr(pos, next - pos);
-          pos = next + 2;
-          const size_t colon = line.find(':');
-          if (colon == absl::string_view::npos) continue;
-          const std::string name = absl::AsciiStrToLower(line.substr(0, colon));
-          const std::string value(absl::StripAsciiWhitespace(line.substr(colon + 1)));
-          if (name == "content-type") resp.content_type = value;
-          if (name == "content-length") {
-            size_t n = 0;
-            if (!absl::SimpleAtoi(value, &n)) {
-              return absl::DataLossError(absl::StrCat("bad Content-Length '", value, "' from ", u.hostport));
-            }
-            content_length = n;
-          }
-          if (name == "transfer-encoding" && absl::AsciiStrToLower(value).find("chunked") != std::string::npos) chunked = true;
-        }
-        if (method == "HEAD" || resp.status == 204 || resp.status == 304) return resp;
-      } else if (in.size() > 64 * 1024) {
-        return absl::DataLossError(absl::StrCat("the answer from ", u.hostport, " has over 64 KiB of headers"));
-      }
-    }
-    if (head_end != std::string::npos) {
-      absl::string_view rest(in.data() + head_end + 4, in.size() - head_end - 4);
-      if (chunked) {
-        FW_ASSIGN_OR_RETURN(const bool done, Dechunk(rest, &resp.body));
-        if (done) return resp;
-      } else if (content_length && rest.size() >= *content_length) {
-        resp.body.assign(rest.data(), *content_length);
-        return resp;
-      } else if (!open) {
-        if (content_length) break;  // short body
-        resp.body.assign(rest.data(), rest.size());
-        return resp;
-      }
-    }
-    if (!open) break;
+    FW_ASSIGN_OR_RETURN_CTX(std::optional<HttpClientResponse> resp,
+                            ParseHttpResponse(in, /*complete=*/!open, head_request), "the answer from ", u.hostport);
+    if (resp) return *std::move(resp);
     if (in.size() > options.max_response_bytes) {
       return absl::ResourceExhaustedError(
           absl::StrCat("the answer from ", u.hostport, " is over ", options.max_response_bytes, " bytes"));
     }
     FW_ASSIGN_OR_RETURN(open, c.Receive(&in));
   }
-  return absl::DataLossError(absl::StrCat("the connection to ", u.hostport, " closed before the answer was complete"));
+}
+
+Result<std::optional<HttpClientResponse>> ParseHttpResponse(std::string_view bytes, bool complete,
+                                                            bool head_request) {
+  const absl::string_view in(bytes.data(), bytes.size());
+  const size_t head_end = in.find("\r\n\r\n");
+  if (head_end == absl::string_view::npos) {
+    if (in.size() > 64 * 1024) return absl::DataLossError("over 64 KiB of headers");
+    if (complete) return absl::DataLossError("the connection closed before the answer was complete");
+    return std::nullopt;
+  }
+  HttpClientResponse resp;
+  std::optional<size_t> content_length;
+  bool chunked = false;
+  const absl::string_view head = in.substr(0, head_end);
+  const size_t eol = head.find("\r\n");
+  const absl::string_view status_line = head.substr(0, eol);
+  if (status_line.rfind("HTTP/1.", 0) != 0 || status_line.size() < 12 || status_line[8] != ' ' ||
+      !absl::SimpleAtoi(status_line.substr(9, 3), &resp.status) || resp.status < 100 || resp.status > 999) {
+    return absl::DataLossError(
+        absl::StrCat("not an HTTP answer: '", absl::CHexEscape(status_line.substr(0, 80)), "'"));
+  }
+  size_t pos = eol == absl::string_view::npos ? head.size() : eol + 2;
+  while (pos < head.size()) {
+    size_t next = head.find("\r\n", pos);
+    if (next == absl::string_view::npos) next = head.size();
+    const absl::string_view line = head.substr(pos, next - pos);
+    pos = next + 2;
+    const size_t colon = line.find(':');
+    if (colon == absl::string_view::npos) continue;
+    const std::string name = absl::AsciiStrToLower(line.substr(0, colon));
+    const std::string value(absl::StripAsciiWhitespace(line.substr(colon + 1)));
+    if (name == "content-type") resp.content_type = value;
+    if (name == "content-length") {
+      size_t n = 0;
+      if (!absl::SimpleAtoi(value, &n)) return absl::DataLossError(absl::StrCat("bad Content-Length '", value, "'"));
+      content_length = n;
+    }
+    if (name == "transfer-encoding" && absl::AsciiStrToLower(value).find("chunked") != std::string::npos) {
+      chunked = true;
+    }
+  }
+  if (head_request || resp.status == 204 || resp.status == 304 || (resp.status >= 100 && resp.status < 200)) {
+    return resp;
+  }
+  const absl::string_view rest = in.substr(head_end + 4);
+  if (chunked) {
+    FW_ASSIGN_OR_RETURN(const bool done, Dechunk(rest, &resp.body));
+    if (done) return resp;
+  } else if (content_length) {
+    if (rest.size() >= *content_length) {
+      resp.body.assign(rest.data(), *content_length);
+      return resp;
+    }
+  } else if (complete) {
+    resp.body.assign(rest.data(), rest.size());  // delimited by the end of the connection
+    return resp;
+  }
+  if (complete) return absl::DataLossError("the connection closed before the answer was complete");
+  return std::nullopt;
 }
 
 }  // namespace flywheel::obs

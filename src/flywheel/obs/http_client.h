@@ -7,7 +7,9 @@
 #pragma once
 
 #include <cstddef>
+#include <optional>
 #include <string>
+#include <string_view>
 
 #include "flywheel/base/status.h"
 
@@ -30,6 +32,13 @@ struct HttpClientOptions {
 Result<HttpClientResponse> HttpFetch(const std::string& method, const std::string& url,
                                      const std::string& body = {}, const std::string& content_type = {},
                                      const HttpClientOptions& options = {});
+
+// Parses an answer received so far: nullopt while more bytes are needed;
+// `complete` says the connection has closed (a body without a length ends
+// there). Errors: a malformed status line or header, a bad chunk, an answer
+// cut short.
+Result<std::optional<HttpClientResponse>> ParseHttpResponse(std::string_view bytes, bool complete,
+                                                            bool head_request = false);
 
 inline Result<HttpClientResponse> HttpGet(const std::string& url, int timeout_ms) {
   HttpClientOptions o;
