@@ -200,3 +200,54 @@ def test_dashboard_in_chromium(tmp_path):
         replay_server.stop()
         own.shutdown()
     assert code == 0, err
+
+
+RUN_CONFIG = """
+[run]
+seed = 3
+max_updates = 2000
+checkpoint_interval = 50
+progress_interval_s = 1
+[env]
+id = "CartPole-v1"
+num_envs = 4
+[actor]
+count = 1
+unroll_length = 16
+[policy]
+hidden = [16]
+[learner]
+algorithm = "ppo"
+epochs = 1
+minibatches = 1
+"""
+
+
+def test_flywheel_run_serves_its_own_dashboard_with_returns_and_policy_lag(tmp_path):
+    browser_or_skip()
+    pytest.importorskip("torch")
+    if not getattr(_core, "replay_service_available", False):
+        pytest.skip("built without gRPC")
+    cfg = tmp_path / "run.toml"
+    cfg.write_text(RUN_CONFIG)
+    run = Background(["run", cfg, "--run-dir", tmp_path / "run"], r"dashboard on (http://127\.0\.0\.1:\d+/)")
+    try:
+        url = run.match.group(1)
+        out_dir = Path(os.environ.get("FLYWHEEL_TEST_ARTIFACTS", ROOT / "build" / "test-artifacts"))
+        out_dir.mkdir(parents=True, exist_ok=True)
+        shot = out_dir / "run-dashboard.png"
+        cmd = ["node", str(SCRIPT), "--url", url, "--screenshot", str(shot), "--timeout-ms", "90000",
+               "--expect-chart", "chart-throughput", "--expect-chart", "chart-returns",
+               "--expect-chart", "chart-policy-lag", "--expect-chart", "chart-replay-fill"]
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=150, env={**os.environ, "CHROMIUM": CHROMIUM})
+        assert r.returncode == 0, f"browser check failed:\n{r.stderr}\n{r.stdout}"
+        found = json.loads(r.stdout.strip().splitlines()[-1])
+        assert found["ok"] and not found["page_errors"]
+        assert found["charts"]["chart-returns"]["later"]["points"] > 0
+        assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    finally:
+        run.proc.send_signal(signal.SIGINT)
+        try:
+            run.proc.communicate(timeout=120)
+        except subprocess.TimeoutExpired:
+            run.proc.kill()

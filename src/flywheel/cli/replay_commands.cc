@@ -14,6 +14,7 @@
 #include "flywheel/base/logging.h"
 #include "flywheel/cli/commands.h"
 #include "flywheel/cli/common.h"
+#include "flywheel/cli/monitor.h"
 #include "flywheel/replay/service/config.h"
 #include "flywheel/replay/service/server.h"
 #include "flywheel/replay/service/sharded_client.h"
@@ -88,16 +89,9 @@ int Serve(const ServeArgs& a) {
     std::printf("flywheel replay: restored checkpoint %lld\n",
                 static_cast<long long>((*server)->restored_checkpoint()));
   }
-  // Prometheus /metrics of this process, on loopback (docs/observability.md).
-  std::unique_ptr<obs::HttpServer> metrics;
-  if (a.metrics_port >= 0) {
-    auto m = obs::HttpServer::Create("127.0.0.1", a.metrics_port);
-    if (!m.ok()) return Fail(Annotate(m.status(), "--metrics-port"));
-    (*m)->HandleMetrics();
-    if (Status s = (*m)->Start(); !s.ok()) return Fail(Annotate(s, "--metrics-port"));
-    metrics = std::move(*m);
-    std::printf("flywheel replay: metrics on http://127.0.0.1:%d/metrics\n", metrics->port());
-  }
+  // Prometheus /metrics and a dashboard of this process, on loopback (docs/observability.md).
+  auto monitor = Monitor::Start("flywheel replay", a.metrics_port);
+  if (!monitor.ok()) return Fail(Annotate(monitor.status(), "--metrics-port"));
   std::fflush(stdout);
 
   // Wait for SIGINT / SIGTERM, printing table sizes every --stats-interval.
@@ -228,7 +222,7 @@ void AddReplayCommands(CLI::App& app, int* rc) {
         ->capture_default_str();
     cmd->add_flag("--example-config", a->example, "Print an example configuration and exit");
     cmd->add_option("--metrics-port", a->metrics_port,
-                    "Serve Prometheus /metrics on 127.0.0.1 at this port (0: a free one, printed; -1: off)")
+                    "Serve Prometheus /metrics and a dashboard (/) on 127.0.0.1 at this port (0: a free one, printed; -1: off)")
         ->capture_default_str();
     cmd->callback([=] { *rc = Serve(*a); });
   }

@@ -51,6 +51,7 @@
 #include "flywheel/obs/http_server.h"
 #include "flywheel/cli/commands.h"
 #include "flywheel/cli/common.h"
+#include "flywheel/cli/monitor.h"
 #include "flywheel/replay/selectors/interface.h"
 #include "flywheel/replay/service/server.h"
 #include "flywheel/rl/actor.h"
@@ -298,14 +299,11 @@ class Supervisor {
     std::printf("flywheel run: %s: %s, %s, %d actor%s x %d envs, server %s, run dir %s\n", c_.name.c_str(),
                 c_.env_id.c_str(), c_.algorithm.c_str(), c_.actors, c_.actors == 1 ? "" : "s", c_.num_envs,
                 server_->address().c_str(), run_dir_.c_str());
-    if (a_.metrics_port >= 0) {
-      // Prometheus /metrics of the supervisor (replay server, weights), on loopback.
-      auto m = obs::HttpServer::Create("127.0.0.1", a_.metrics_port);
+    {
+      // Prometheus /metrics and a dashboard of the supervisor (replay server, run progress), on loopback.
+      auto m = Monitor::Start("flywheel run", a_.metrics_port);
       if (!m.ok()) return Fail(Annotate(m.status(), "--metrics-port"));
-      (*m)->HandleMetrics();
-      if (Status s = (*m)->Start(); !s.ok()) return Fail(Annotate(s, "--metrics-port"));
       metrics_ = std::move(*m);
-      std::printf("flywheel run: metrics on http://127.0.0.1:%d/metrics\n", metrics_->port());
     }
     std::fflush(stdout);
     learner_.name = "learner";
@@ -698,7 +696,7 @@ class Supervisor {
   std::string python_ = "/usr/bin/python3";
   std::shared_ptr<replay::Table> table_;
   std::unique_ptr<replay::Server> server_;
-  std::unique_ptr<obs::HttpServer> metrics_;
+  std::unique_ptr<Monitor> metrics_;
   Child learner_;
   std::vector<Child> actors_;
   Clock::time_point start_;
@@ -802,7 +800,7 @@ void AddRunCommand(CLI::App& app, int* rc) {
   cmd->add_option("--port", a->port, "Override [run] port (the server's port; needed under mpirun)")
       ->check(CLI::Range(0, 65535));
   cmd->add_option("--metrics-port", a->metrics_port,
-                  "Serve Prometheus /metrics on 127.0.0.1 at this port (0: a free one, printed; -1: off)")
+                  "Serve Prometheus /metrics and a dashboard (/) on 127.0.0.1 at this port (0: a free one, printed; -1: off)")
       ->capture_default_str();
   cmd->add_option("--python", a->python, "Python interpreter for the learner (default $FLYWHEEL_PYTHON, else /usr/bin/python3)");
   cmd->add_option("--role", a->role, "all (default), head (server + learner) or actor; set from the rank under mpirun");
