@@ -215,6 +215,10 @@ void RunJpeg(const Flags& flags, Report& report) {
   rrc.height = rrc.width = 64;
   ImageOptions nocrop = rrc;
   nocrop.crop_decode = false;
+  ImageOptions fastup = rrc;
+  fastup.fast_upsample = true;
+  ImageOptions fast = fastup;
+  fast.fast_dct = true;
   ImageOptions full = rrc;
   full.scaled_decode = false;
   ImageOptions eval = rrc;
@@ -226,11 +230,13 @@ void RunJpeg(const Flags& flags, Report& report) {
   eval.std = loader::kImageNetStd;
 
   // Alternate the workloads' runs (and the PIL peer's) so load bursts hit all.
-  std::vector<double> r_rrc, r_nocrop, r_full, r_eval, r_decode;
+  std::vector<double> r_rrc, r_nocrop, r_full, r_eval, r_decode, r_fastup, r_fast;
   uint64_t key = 0;
   for (int64_t r = 0; r < repeats; ++r) {
     r_rrc.push_back(PipelineOnce(corpus, rrc, seconds, &key));
     r_nocrop.push_back(PipelineOnce(corpus, nocrop, seconds, &key));
+    r_fastup.push_back(PipelineOnce(corpus, fastup, seconds, &key));
+    r_fast.push_back(PipelineOnce(corpus, fast, seconds, &key));
     r_full.push_back(PipelineOnce(corpus, full, seconds, &key));
     r_eval.push_back(PipelineOnce(corpus, eval, seconds, &key));
     r_decode.push_back(DecodeOnlyOnce(corpus, seconds));
@@ -250,6 +256,10 @@ void RunJpeg(const Flags& flags, Report& report) {
   report.Add({"jpeg/rrc-flip-64-vs-pil-draft", "images/s", Best(r_rrc),
               "PIL with draft() scaled decode", pil_draft, 0,
               "as above; PIL peer uses JPEG draft mode", with(r_rrc)});
+  report.Add({"jpeg/rrc-flip-64-fast-upsample", "images/s", Best(r_fastup), "the default (jpeg/rrc-flip-64)",
+              Best(r_rrc), 0, "fast_upsample = true: merged chroma upsampling", with(r_fastup)});
+  report.Add({"jpeg/rrc-flip-64-fast", "images/s", Best(r_fast), "PIL (torchvision transforms)", pil_rate, 0,
+              "fast_upsample + fast_dct", with(r_fast)});
   report.Add({"jpeg/rrc-flip-64-nocrop", "images/s", Best(r_nocrop),
               "crop_decode (jpeg/rrc-flip-64)", Best(r_rrc), 0,
               "crop_decode = false: every row and column decoded", with(r_nocrop)});

@@ -45,6 +45,13 @@ struct Pipelines {
     make(CropMode::kRandomResized, 16, 16, ImageLayout::kHWC, PixelType::kUint8);
     make(CropMode::kCenter, 7, 13, ImageLayout::kCHW, PixelType::kFloat32);
     make(CropMode::kFull, 40, 3, ImageLayout::kHWC, PixelType::kFloat32);
+    // The fast paths: merged upsampling and the fast IDCT, with crop decoding.
+    ImageOptions fast;
+    fast.height = fast.width = 24;
+    fast.fast_upsample = true;
+    fast.fast_dct = true;
+    fast.max_pixels = int64_t{1} << 22;
+    p.push_back(ImagePipeline::Create(fast).value());
   }
 };
 

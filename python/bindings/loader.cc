@@ -136,6 +136,7 @@ loader::ImageOptions ImageOptionsFrom(const std::string& column, const py::dict&
     else if (k == "max_pixels") o.max_pixels = v.cast<int64_t>();
     else if (k == "scaled_decode") o.scaled_decode = v.cast<bool>();
     else if (k == "fast_dct") o.fast_dct = v.cast<bool>();
+    else if (k == "fast_upsample") o.fast_upsample = v.cast<bool>();
     else if (k == "allow_warnings") o.allow_warnings = v.cast<bool>();
     else if (k == "crop_decode") o.crop_decode = v.cast<bool>();
     else throw py::value_error("DecodeImage('" + column + "'): unknown option '" + k + "'");

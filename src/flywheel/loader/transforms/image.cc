@@ -349,6 +349,7 @@ class ImagePipelineImpl final : public ImagePipeline {
     cinfo_.scale_num = scale.num;
     cinfo_.scale_denom = scale.denom;
     cinfo_.dct_method = options_.fast_dct ? JDCT_IFAST : JDCT_ISLOW;
+    cinfo_.do_fancy_upsampling = options_.fast_upsample ? FALSE : TRUE;
     cinfo_.out_color_space = cmyk ? JCS_CMYK : JCS_RGB;
     cinfo_.progress = &progress_;
     jpeg_start_decompress(&cinfo_);

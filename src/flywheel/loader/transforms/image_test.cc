@@ -354,6 +354,38 @@ TEST(ImagePipelineTest, CropDecodeGivesTheSameBytesAsAFullDecode) {
   EXPECT_EQ(scales_seen, (1 << 1) | (1 << 2) | (1 << 3) | (1 << 4) | (1 << 8));
 }
 
+TEST(ImagePipelineTest, FastUpsampleStaysCloseToTheDefaultAndCropDecodesExactly) {
+  std::vector<std::vector<uint8_t>> jpegs;
+  for (const EncodeOptions& eo : {EncodeOptions{90, true, false}, EncodeOptions{90, false, false},
+                                  EncodeOptions{85, true, true}}) {
+    for (auto& j : testing_util::SyntheticJpegCorpus(3, 0, eo)) jpegs.push_back(std::move(j));
+  }
+  for (int size : {16, 64, 200}) {
+    ImageOptions o;
+    o.height = o.width = size;
+    auto exact = Pipeline(o);
+    o.fast_upsample = true;
+    o.fast_dct = true;
+    auto fast = Pipeline(o);
+    o.crop_decode = false;
+    auto fast_full = Pipeline(o);
+    std::vector<uint8_t> a(exact->output_bytes()), b(a.size()), c(a.size());
+    for (size_t j = 0; j < jpegs.size(); ++j) {
+      for (uint64_t key = 0; key < 8; ++key) {
+        ASSERT_TRUE(exact->Run(jpegs[j], key, a).ok());
+        ASSERT_TRUE(fast->Run(jpegs[j], key, b).ok());
+        ASSERT_TRUE(fast_full->Run(jpegs[j], key, c).ok());
+        // Crop decoding changes nothing with the merged upsampler either.
+        ASSERT_EQ(b, c) << "image " << j << " key " << key << " size " << size;
+        double diff = 0;
+        for (size_t i = 0; i < a.size(); ++i) diff += std::abs(int{a[i]} - int{b[i]});
+        // Noisy synthetic images: about 3 levels of 255 on average.
+        EXPECT_LT(diff / static_cast<double>(a.size()), 6.0) << "image " << j << " key " << key << " size " << size;
+      }
+    }
+  }
+}
+
 TEST(ImagePipelineTest, CropDecodeDecodesOnlyAroundTheCrop) {
   const auto jpeg = Jpeg(Gradient(256, 256), 256, 256);
   ImageOptions o = Small(CropMode::kCenter, 32);
