@@ -6,7 +6,6 @@ The page must load, its charts must update, the table browser and the
 lineage view must show the catalog's datasets; screenshots are saved to
 build/test-artifacts/ (FLYWHEEL_TEST_ARTIFACTS)."""
 
-import http.server
 import json
 import os
 import re
@@ -80,26 +79,6 @@ class Background:
         return self.proc.returncode, err
 
 
-def serve_own_metrics():
-    """This process's registry on a loopback port (what a training script would do)."""
-
-    class Handler(http.server.BaseHTTPRequestHandler):
-        def do_GET(self):  # noqa: N802
-            body = flywheel.metrics_text().encode()
-            self.send_response(200 if self.path == "/metrics" else 404)
-            self.send_header("Content-Type", "text/plain; version=0.0.4")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, *args):
-            pass
-
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    return server, f"http://127.0.0.1:{server.server_address[1]}/metrics"
-
-
 def workload(stop, table_path, replay_address):
     """Loader epochs, env steps, and replay traffic (local and remote) until `stop`."""
     pool = envs.make("CartPole-v1", num_envs=4)
@@ -126,7 +105,7 @@ def workload(stop, table_path, replay_address):
             time.sleep(0.02)
 
 
-def test_dashboard_in_chromium(tmp_path):
+def test_dashboard_in_chromium(tmp_path, metrics_server):
     browser_or_skip()
     catalog, wh = tmp_path / "catalog", tmp_path / "warehouse"
     src = tmp_path / "images.jsonl"
@@ -143,7 +122,7 @@ def test_dashboard_in_chromium(tmp_path):
                    'rate_limiter = { kind = "min_size", min_size = 2 }\nsignature = { obs = "float32[4]" }\n')
     replay_server = Background(["replay", "serve", "--config", cfg], r"metrics on (http://127\.0\.0\.1:\d+/metrics)")
     address = re.search(r" on (127\.0\.0\.1:\d+)$", replay_server.lines[0].strip()).group(1)
-    own, own_url = serve_own_metrics()
+    own_url = metrics_server + "/metrics"  # this process: loader, EnvPool, local replay
     stop = threading.Event()
     errors = []
 
@@ -198,7 +177,6 @@ def test_dashboard_in_chromium(tmp_path):
         worker.join(60)
         code, err = dash.stop()
         replay_server.stop()
-        own.shutdown()
     assert code == 0, err
 
 

@@ -1,7 +1,6 @@
 """End-to-end runs of `flywheel doctor` (FLYWHEEL_BIN): machine limits, a
 loader run on a small table, and scraping a job's /metrics."""
 
-import http.server
 import json
 import math
 import os
@@ -14,6 +13,7 @@ import numpy as np
 import pytest
 
 import flywheel
+from conftest import MetricsHandler
 
 BIN = os.environ.get("FLYWHEEL_BIN")
 pytestmark = pytest.mark.skipif(not BIN, reason="FLYWHEEL_BIN is not set")
@@ -128,37 +128,8 @@ def test_doctor_scrape_of_an_unreachable_url_fails_with_a_message():
     assert took < 20
 
 
-class _Metrics(http.server.BaseHTTPRequestHandler):
-    body = ""
-
-    def do_GET(self):  # noqa: N802 (http.server's name)
-        if self.path != "/metrics":
-            self.send_error(404)
-            return
-        data = (self.body or flywheel.metrics_text()).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "text/plain; version=0.0.4")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def log_message(self, *args):
-        pass
-
-
-@pytest.fixture
-def metrics_server():
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Metrics)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}"
-    server.shutdown()
-    server.server_close()
-    _Metrics.body = ""
-
-
 def test_doctor_scrape_without_flywheel_metrics_says_so(metrics_server):
-    _Metrics.body = "# TYPE other_total counter\nother_total 1\n"
+    MetricsHandler.body = "# TYPE other_total counter\nother_total 1\n"
     r, _ = doctor("--quick", "--scrape", metrics_server + "/metrics")
     assert r.returncode == 1 and "no loader metrics at " + metrics_server + "/metrics" in r.stderr, r.stderr
     r, _ = doctor("--quick", "--scrape", metrics_server + "/nothing-here")
