@@ -107,7 +107,7 @@ def workload(stop, table_path, replay_address):
 
 def test_dashboard_in_chromium(tmp_path, metrics_server):
     browser_or_skip()
-    catalog, wh = tmp_path / "catalog", tmp_path / "warehouse"
+    catalog = tmp_path / "catalog"
     src = tmp_path / "images.jsonl"
     src.write_text("".join(json.dumps({"id": i, "label": i % 10}) + "\n" for i in range(5000)))
     # Lineage: file -> ingest -> ns/images -> export -> parquet -> ingest -> ns/derived.
@@ -229,3 +229,50 @@ def test_flywheel_run_serves_its_own_dashboard_with_returns_and_policy_lag(tmp_p
             run.proc.communicate(timeout=120)
         except subprocess.TimeoutExpired:
             run.proc.kill()
+
+
+def test_serve_browses_a_warehouse_without_a_catalog(tmp_path):
+    wh = tmp_path / "wh"
+    src = tmp_path / "rows.jsonl"
+    src.write_text("".join(json.dumps({"id": i}) + "\n" for i in range(10)))
+    fw("ingest", src, wh / "a")
+    fw("ingest", src, wh / "team" / "b")
+    fw("ingest", src, wh / "team" / "b")
+    (wh / "not_a_table").mkdir()
+    dash = Background(["serve", "--port", "0", "--warehouse", wh], r"dashboard on (http://127\.0\.0\.1:\d+/)")
+    try:
+        url = dash.match.group(1)
+
+        def get(path):
+            try:
+                with urllib.request.urlopen(url + path, timeout=10) as r:
+                    return r.status, json.load(r)
+            except urllib.error.HTTPError as e:
+                return e.code, json.load(e)
+
+        code, tables = get("api/tables")
+        assert code == 200 and tables["source"] == "warehouse"
+        assert [(t["name"], t["rows"]) for t in tables["tables"]] == [("a", 10), ("team/b", 20)]
+        code, b = get("api/table?name=team%2Fb")
+        assert code == 200 and [v["version"] for v in b["versions"]] == [3, 2, 1]
+        assert [v["rows"] for v in b["versions"]] == [20, 10, 0] and b["schema"][0]["name"] == "id"
+        # Only listed tables can be opened: no path escapes the warehouse.
+        for name in ["..%2F..%2Fetc", "%2Ftmp", "not_a_table", ""]:
+            code, err = get("api/table?name=" + name)
+            assert code in (400, 404) and err["error"], (name, code, err)
+        code, err = get("api/lineage?node=a")
+        assert code == 404 and "--catalog" in err["error"]
+        code, err = get("api/datasets")
+        assert code == 404
+    finally:
+        code, err = dash.stop()
+    assert code == 0, err
+
+
+def test_serve_refuses_bad_arguments(tmp_path):
+    for args, msg in [(["--warehouse", tmp_path / "missing"], "not a directory"),
+                      (["--scrape", "ftp://x/metrics"], "not an http:// URL"),
+                      (["--address", "0.0.0.0"], "loopback"),
+                      (["--interval", "0"], "--interval")]:
+        r = subprocess.run([BIN, "serve", "--port", "0", *map(str, args)], capture_output=True, text=True, timeout=30)
+        assert r.returncode != 0 and msg in r.stderr, (args, r.returncode, r.stderr)
