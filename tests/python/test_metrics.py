@@ -72,7 +72,12 @@ def test_loader_stage_times_are_exposed(tmp_path):
     samples, types = scrape()
     assert rows == 20000
     assert value(samples, "flywheel_loader_rows_total", table=t.path) == 20000
-    assert types["flywheel_loader_stage_seconds_total"] == "gauge"
+    assert types["flywheel_loader_stage_seconds_total"] == "counter"
+    assert value(samples, "flywheel_loader_instances", table=t.path) == 1
+    del loader
+    __import__("gc").collect()
+    samples, _ = scrape()
+    assert value(samples, "flywheel_loader_instances", table=t.path) == 0
     stages = {dict(ls)["stage"]: v for (n, ls), v in samples.items()
               if n == "flywheel_loader_stage_seconds_total" and dict(ls).get("table") == t.path}
     assert set(stages) == {"io", "decode", "transform", "assemble", "consumer_wait", "idle"}
@@ -95,6 +100,11 @@ def test_replay_tables_expose_size_capacity_and_blocked_callers():
             break
         assert __import__("time").monotonic() < deadline, "the blocked sampler never showed"
     assert value(samples, "flywheel_replay_max_size", table=name) == 50
+    # Blocked time is live: it grows while the sampler still waits.
+    first = value(samples, "flywheel_replay_blocked_seconds_total", table=name, op="sample")
+    __import__("time").sleep(0.3)
+    samples, _ = scrape()
+    assert value(samples, "flywheel_replay_blocked_seconds_total", table=name, op="sample") >= first + 0.25
     with replay.Writer([table]) as w:
         for i in range(3):
             w.append({"x": np.float32(i)})

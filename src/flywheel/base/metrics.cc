@@ -71,6 +71,10 @@ void Gauge::Add(double d) {
   if (MetricsEnabled()) AtomicAdd(value_, d);
 }
 
+void FloatCounter::Add(double d) {
+  if (MetricsEnabled() && d > 0) AtomicAdd(value_, d);
+}
+
 Histogram::Histogram(std::vector<double> bounds)
     : bounds_(std::move(bounds)),
       buckets_(new std::atomic<int64_t>[bounds_.size() + 1]) {
@@ -102,7 +106,7 @@ MetricsRegistry::Family& MetricsRegistry::FamilyFor(const std::string& name,
                                                     const std::string& help, Type type) {
   auto it = families_.find(name);
   if (it == families_.end()) {
-    it = families_.emplace(name, Family{type, help, {}, {}, {}}).first;
+    it = families_.emplace(name, Family{type, help, {}, {}, {}, {}}).first;
   }
   if (it->second.type != type) {
     std::fprintf(stderr, "flywheel: metric %s registered with two types\n", name.c_str());
@@ -116,6 +120,14 @@ Counter* MetricsRegistry::GetCounter(const std::string& name, const std::string&
   absl::MutexLock lock(&mu_);
   auto& slot = FamilyFor(name, help, Type::kCounter).counters[labels];
   if (!slot) slot = std::make_unique<Counter>();
+  return slot.get();
+}
+
+FloatCounter* MetricsRegistry::GetFloatCounter(const std::string& name, const std::string& help,
+                                               const Labels& labels) {
+  absl::MutexLock lock(&mu_);
+  auto& slot = FamilyFor(name, help, Type::kCounter).float_counters[labels];
+  if (!slot) slot = std::make_unique<FloatCounter>();
   return slot.get();
 }
 
@@ -164,6 +176,9 @@ std::string MetricsRegistry::ExpositionText() const {
     out += "# TYPE " + name + " " + type + "\n";
     for (const auto& [labels, c] : fam.counters) {
       out += name + LabelText(labels) + " " + std::to_string(c->Value()) + "\n";
+    }
+    for (const auto& [labels, c] : fam.float_counters) {
+      out += name + LabelText(labels) + " " + FormatDouble(c->Value()) + "\n";
     }
     for (const auto& [labels, g] : fam.gauges) {
       out += name + LabelText(labels) + " " + FormatDouble(g->Value()) + "\n";

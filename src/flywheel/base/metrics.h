@@ -63,6 +63,17 @@ class Gauge {
   std::atomic<double> value_{0};
 };
 
+// A counter of a real quantity (e.g. seconds spent): only ever added to.
+// Exposed as a Prometheus counter.
+class FloatCounter {
+ public:
+  void Add(double d);  // d >= 0
+  double Value() const { return value_.load(std::memory_order_relaxed); }
+
+ private:
+  std::atomic<double> value_{0};
+};
+
 // Cumulative histogram with fixed upper bounds (Prometheus `le` buckets).
 class Histogram {
  public:
@@ -94,6 +105,7 @@ class MetricsRegistry {
   // use. A name must keep one type: asking for a counter named like an
   // existing gauge is a programmer error (CHECK-fails).
   Counter* GetCounter(const std::string& name, const std::string& help, const Labels& labels = {});
+  FloatCounter* GetFloatCounter(const std::string& name, const std::string& help, const Labels& labels = {});
   Gauge* GetGauge(const std::string& name, const std::string& help, const Labels& labels = {});
   Histogram* GetHistogram(const std::string& name, const std::string& help,
                           const Labels& labels = {},
@@ -118,6 +130,7 @@ class MetricsRegistry {
     Type type;
     std::string help;
     std::map<Labels, std::unique_ptr<Counter>> counters;
+    std::map<Labels, std::unique_ptr<FloatCounter>> float_counters;
     std::map<Labels, std::unique_ptr<Gauge>> gauges;
     std::map<Labels, std::unique_ptr<Histogram>> histograms;
   };

@@ -16,6 +16,7 @@
 #include "flywheel/cli/commands.h"
 #include "flywheel/cli/common.h"
 #include "flywheel/loader/loader.h"
+#include "flywheel/obs/dashboard.h"
 #include "flywheel/obs/doctor.h"
 #include "flywheel/table/table.h"
 #include "nlohmann/json.hpp"
@@ -373,7 +374,7 @@ int Doctor(DoctorArgs a, const CLI::App& cmd) {
   }
 
   if (a.json) {
-    std::printf("%s\n", obs::DoctorReportJson(report).dump().c_str());
+    std::printf("%s\n", obs::Dump(obs::DoctorReportJson(report)).c_str());  // labels may not be UTF-8
   } else {
     std::fputs(obs::DoctorReportText(report).c_str(), stdout);
   }

@@ -512,88 +512,137 @@ class Supervisor {
     return j.is_discarded() ? nlohmann::json::object() : j;
   }
 
-  // Sum of the actors' counters (their stats files).
-  nlohmann::json ActorTotals() const {
-    nlohmann::json total = {{"env_steps", 0}, {"episodes", 0}, {"step_s", 0.0}, {"act_s", 0.0},
-                            {"write_s", 0.0}, {"wait_weights_s", 0.0}, {"elapsed_s", 0.0}};
+  // Each actor's stats file (actors/<name>.json), by file name.
+  std::map<std::string, nlohmann::json> ActorStats() const {
+    std::map<std::string, nlohmann::json> out;
     std::error_code ec;
     for (const auto& e : fs::directory_iterator(run_dir_ + "/actors", ec)) {
       if (e.path().extension() != ".json") continue;
       std::ifstream f(e.path());
       auto j = nlohmann::json::parse(f, nullptr, false);
-      if (j.is_discarded()) continue;
-      for (auto& [k, v] : total.items()) {
-        if (j.contains(k) && j[k].is_number()) v = v.get<double>() + j[k].get<double>();
+      if (!j.is_discarded() && j.is_object()) out[e.path().filename().string()] = std::move(j);
+    }
+    return out;
+  }
+
+  static constexpr const char* kActorKeys[] = {"env_steps", "episodes", "step_s", "act_s",
+                                               "write_s",   "wait_weights_s", "elapsed_s"};
+
+  // Sum of the actors' counters (their stats files).
+  nlohmann::json ActorTotals() const {
+    nlohmann::json total = nlohmann::json::object();
+    for (const char* k : kActorKeys) total[k] = 0.0;
+    for (const auto& [name, j] : ActorStats()) {
+      for (const char* k : kActorKeys) {
+        if (j.contains(k) && j[k].is_number()) total[k] = total[k].get<double>() + j[k].get<double>();
       }
     }
     return total;
   }
 
   // The run's progress as Prometheus series (the supervisor's /metrics; the
-  // dashboard charts them): from the learner's last metrics line and the
-  // actors' stats files, refreshed once a second by the supervisor loop.
+  // dashboard charts them): from the learner's metrics lines and the actors'
+  // stats files, refreshed once a second by the supervisor loop. Totals are
+  // counters fed with what changed since the last refresh: a restarted
+  // actor starts its file from zero, so a value that went down counts whole.
   void PublishMetrics() {
-    const nlohmann::json m = LastMetrics();
-    const nlohmann::json actors = ActorTotals();
-    auto gauge = [](const char* name, const char* help, const Labels& labels = {}) {
-      return Metrics().GetGauge(name, help, labels);
+    auto counter = [](const char* name, const char* help, const Labels& labels = {}) {
+      return Metrics().GetFloatCounter(name, help, labels);
     };
-    gauge("flywheel_run_env_steps_total", "Env steps the learner has trained on")->Set(m.value("env_steps", 0.0));
-    gauge("flywheel_run_learner_updates_total", "Learner updates")->Set(m.value("update", 0.0));
-    gauge("flywheel_run_actor_env_steps_total", "Env steps taken by the run's actors")
-        ->Set(actors.value("env_steps", 0.0));
-    gauge("flywheel_run_episodes_total", "Episodes finished by the run's actors")->Set(actors.value("episodes", 0.0));
+    // A value below the last one: an actor restarted from zero (count it
+    // whole), or the learner resumed from a checkpoint (count what follows).
+    auto advance = [](FloatCounter* c, double now, double& last, bool restarts_from_zero = true) {
+      c->Add(now >= last ? now - last : restarts_from_zero ? now : 0);
+      last = now;
+    };
+    const nlohmann::json m = LastMetrics();
+    auto num = [&](const nlohmann::json& j, const std::string& k) {
+      return j.contains(k) && j[k].is_number() ? j[k].get<double>() : 0.0;
+    };
+    advance(counter("flywheel_run_env_steps_total", "Env steps the learner has trained on"), num(m, "env_steps"),
+            published_.learner["env_steps"], false);
+    advance(counter("flywheel_run_learner_updates_total", "Learner updates"), num(m, "update"),
+            published_.learner["update"], false);
+    if (m.contains("times") && m["times"].is_object()) {
+      for (const char* stage : {"wait", "update", "publish", "checkpoint"}) {
+        advance(counter("flywheel_run_learner_stage_seconds_total",
+                        "Learner time per stage: wait (for replay data), update, publish (weights), checkpoint "
+                        "(the pause)",
+                        {{"stage", stage}}),
+                num(m["times"], absl::StrCat(stage, "_s")), published_.learner[absl::StrCat("times.", stage)], false);
+      }
+    }
+    for (const auto& [file, j] : ActorStats()) {
+      auto& last = published_.actors[file];
+      advance(counter("flywheel_run_actor_env_steps_total", "Env steps taken by the run's actors"),
+              num(j, "env_steps"), last["env_steps"]);
+      advance(counter("flywheel_run_episodes_total", "Episodes finished by the run's actors"), num(j, "episodes"),
+              last["episodes"]);
+      for (const char* stage : {"step", "act", "write", "wait_weights"}) {
+        advance(counter("flywheel_run_actor_stage_seconds_total",
+                        "Time of the run's actors per stage: step (envs), act (inference), write (to replay), "
+                        "wait_weights",
+                        {{"stage", stage}}),
+                num(j, absl::StrCat(stage, "_s")), last[stage]);
+      }
+    }
     if (m.contains("mean_return_100") && m["mean_return_100"].is_number()) {
-      gauge("flywheel_run_mean_return", "Mean return of the last 100 episodes")
+      Metrics()
+          .GetGauge("flywheel_run_mean_return", "Mean return of the last 100 episodes")
           ->Set(m["mean_return_100"].get<double>());
     }
-    if (m.contains("staleness") && m["staleness"].contains("lags")) {
-      // Lag = learner version - the version the item was acted with.
-      std::vector<std::pair<int64_t, double>> lags;
-      double total = 0;
+    if (m.contains("staleness") && m["staleness"].is_object() && m["staleness"].contains("lags") &&
+        m["staleness"]["lags"].is_object()) {
+      // Lag = learner version - the version the item was acted with, over
+      // the items that arrived since the last refresh (the learner's
+      // histogram covers the whole run).
+      std::map<int64_t, double> now, window;
       for (auto& [k, v] : m["staleness"]["lags"].items()) {
         int64_t lag = 0;
-        if (!absl::SimpleAtoi(k, &lag) || !v.is_number()) continue;
-        lags.emplace_back(lag, v.get<double>());
-        total += v.get<double>();
+        if (absl::SimpleAtoi(k, &lag) && v.is_number()) now[lag] = v.get<double>();
       }
-      std::sort(lags.begin(), lags.end());
-      if (!lags.empty()) {
+      double total = 0;
+      bool restarted = false;
+      for (const auto& [lag, n] : now) {
+        auto it = published_.lags.find(lag);
+        restarted = restarted || (it != published_.lags.end() && it->second > n);
+      }
+      for (const auto& [lag, n] : now) {
+        auto it = published_.lags.find(lag);
+        const double d = restarted || it == published_.lags.end() ? n : n - it->second;
+        if (d > 0) {
+          window[lag] = d;
+          total += d;
+        }
+      }
+      published_.lags = std::move(now);
+      if (total > 0) {
         double seen = 0;
-        int64_t p50 = lags.back().first;
-        for (const auto& [lag, n] : lags) {
+        int64_t median = window.rbegin()->first;
+        for (const auto& [lag, n] : window) {
           seen += n;
           if (seen >= total / 2) {
-            p50 = lag;
+            median = lag;
             break;
           }
         }
-        const char* help = "Policy lag of the items the learner used (versions behind), median and max";
-        gauge("flywheel_run_policy_lag", help, {{"quantile", "0.5"}})->Set(static_cast<double>(p50));
-        gauge("flywheel_run_policy_lag", help, {{"quantile", "max"}})->Set(static_cast<double>(lags.back().first));
+        const char* help =
+            "Policy lag (learner version - the version that acted) of the items the learner received in the last "
+            "second, used or dropped: median and max";
+        Metrics().GetGauge("flywheel_run_policy_lag", help, {{"stat", "median"}})->Set(static_cast<double>(median));
+        Metrics()
+            .GetGauge("flywheel_run_policy_lag", help, {{"stat", "max"}})
+            ->Set(static_cast<double>(window.rbegin()->first));
       }
-    }
-    if (m.contains("times") && m["times"].is_object()) {
-      for (const char* stage : {"wait", "update", "publish", "checkpoint"}) {
-        gauge("flywheel_run_learner_stage_seconds_total",
-              "Learner time per stage: wait (for replay data), update, publish (weights), checkpoint (the pause)",
-              {{"stage", stage}})
-            ->Set(m["times"].value(absl::StrCat(stage, "_s"), 0.0));
-      }
-    }
-    for (const char* stage : {"step", "act", "write", "wait_weights"}) {
-      gauge("flywheel_run_actor_stage_seconds_total",
-            "Time of the run's actors per stage: step (envs), act (inference), write (to replay), wait_weights",
-            {{"stage", stage}})
-          ->Set(actors.value(absl::StrCat(stage, "_s"), 0.0));
     }
     int up = 0, restarts = learner_.restarts;
     for (const Child& a : actors_) {
       up += a.pid > 0 ? 1 : 0;
       restarts += a.restarts;
     }
-    gauge("flywheel_run_actors_up", "Actor processes running")->Set(up);
-    gauge("flywheel_run_restarts_total", "Actor and learner restarts by the supervisor")->Set(restarts);
+    Metrics().GetGauge("flywheel_run_actors_up", "Actor processes running")->Set(up);
+    advance(counter("flywheel_run_restarts_total", "Actor and learner restarts by the supervisor"), restarts,
+            published_.restarts);
   }
 
   void PrintProgress() {
@@ -697,6 +746,13 @@ class Supervisor {
   std::shared_ptr<replay::Table> table_;
   std::unique_ptr<replay::Server> server_;
   std::unique_ptr<Monitor> metrics_;
+  // What PublishMetrics has already added to the counters.
+  struct Published {
+    std::map<std::string, double> learner;
+    std::map<std::string, std::map<std::string, double>> actors;  // by stats file
+    std::map<int64_t, double> lags;
+    double restarts = 0;
+  } published_;
   Child learner_;
   std::vector<Child> actors_;
   Clock::time_point start_;

@@ -284,6 +284,7 @@ class LoaderImpl final : public Loader {
     if (collector_ >= 0) {  // a loader that was made in full
       Metrics().RemoveCollector(collector_);
       PublishStageTimes();  // the last deltas stay in the process-wide series
+      metrics_.instances->Add(-1);
     }
   }
 
@@ -376,6 +377,9 @@ class LoaderImpl final : public Loader {
   LoaderStats stats_ ABSL_GUARDED_BY(mu_);
   // When the read-ahead last became full with nothing left to do (idle time).
   std::optional<std::chrono::steady_clock::time_point> idle_since_ ABSL_GUARDED_BY(mu_);
+  // When Next() started waiting for the batch it waits for now (stats()
+  // counts a wait in progress, so a stuck trainer shows before it ends).
+  std::optional<std::chrono::steady_clock::time_point> consumer_waiting_since_ ABSL_GUARDED_BY(mu_);
 
   // Process-wide series (base/metrics.h), labelled with the first table's uri.
   struct Series {
@@ -385,12 +389,13 @@ class LoaderImpl final : public Loader {
     Counter* skipped;
     // Cumulative seconds per stage (docs/observability.md), summed over the
     // loaders of the table: refreshed from stats() by a registry collector.
-    Gauge* io;
-    Gauge* decode;
-    Gauge* transform;
-    Gauge* assemble;
-    Gauge* consumer_wait;
-    Gauge* idle;
+    FloatCounter* io;
+    FloatCounter* decode;
+    FloatCounter* transform;
+    FloatCounter* assemble;
+    FloatCounter* consumer_wait;
+    FloatCounter* idle;
+    Gauge* instances;  // loaders of the table alive now
   };
   Series metrics_{};
   int collector_ = -1;
@@ -401,7 +406,7 @@ class LoaderImpl final : public Loader {
   void PublishStageTimes() {
     const LoaderStats now = stats();
     absl::MutexLock lock(&published_mu_);
-    auto add = [](Gauge* g, double to, double& from) {
+    auto add = [](FloatCounter* g, double to, double& from) {
       if (to > from) g->Add(to - from);
       from = std::max(from, to);
     };
@@ -607,7 +612,7 @@ Result<std::unique_ptr<Loader>> LoaderImpl::Make(
   auto stage = [&](const char* name) {
     Labels with_stage = labels;
     with_stage.emplace_back("stage", name);
-    return Metrics().GetGauge("flywheel_loader_stage_seconds_total",
+    return Metrics().GetFloatCounter("flywheel_loader_stage_seconds_total",
                               "Seconds spent per loader stage: io, decode, transform, assemble (worker threads), "
                               "consumer_wait (next() waiting for a batch: the trainer starving), idle (read-ahead "
                               "full: the loader waiting for the trainer)",
@@ -618,7 +623,10 @@ Result<std::unique_ptr<Loader>> LoaderImpl::Make(
       Metrics().GetCounter("flywheel_loader_rows_total", "Rows the loader handed out", labels),
       Metrics().GetCounter("flywheel_loader_bytes_total", "Bytes of column data the loader handed out", labels),
       Metrics().GetCounter("flywheel_loader_skipped_rows_total", "Rows left out by on_error=skip", labels),
-      stage("io"), stage("decode"), stage("transform"), stage("assemble"), stage("consumer_wait"), stage("idle")};
+      stage("io"), stage("decode"), stage("transform"), stage("assemble"), stage("consumer_wait"), stage("idle"),
+      Metrics().GetGauge("flywheel_loader_instances",
+                         "Loaders of the table alive in this process (the stage series sum over them)", labels)};
+  l->metrics_.instances->Add(1);
   l->collector_ = Metrics().AddCollector([raw = l.get()] { raw->PublishStageTimes(); });
   l->pool_ = std::make_unique<ThreadPool>(options.num_threads);
   Cursor start;
@@ -1035,6 +1043,7 @@ Result<std::shared_ptr<const Batch>> LoaderImpl::Next(absl::Duration timeout) {
   const auto t0 = std::chrono::steady_clock::now();
   auto ready = [this, &t] { return t->done || cancelled_.load(std::memory_order_acquire); };
   if (!ready()) {
+    consumer_waiting_since_ = t0;
     // Listed by hang diagnosis (SIGUSR1, the watchdog) while it waits.
     obs::BlockedWait blocked("loader", "next() waiting for its next batch",
                              "the batch is being read and assembled by the loader's worker threads; a long wait "
@@ -1064,6 +1073,7 @@ Result<std::shared_ptr<const Batch>> LoaderImpl::Next(absl::Duration timeout) {
     }
     const double waited = static_cast<double>(NanosSince(t0)) * 1e-9;
     stats_.consumer_wait_seconds += waited;
+    consumer_waiting_since_.reset();
   }
   if (cancelled_.load(std::memory_order_acquire)) return absl::CancelledError("loader: cancelled");
   if (!t->done) {
@@ -1152,6 +1162,9 @@ LoaderStats LoaderImpl::stats() const {
     absl::MutexLock lock(&mu_);
     s = stats_;
     if (idle_since_) s.idle_seconds += static_cast<double>(NanosSince(*idle_since_)) * 1e-9;  // idle now
+    if (consumer_waiting_since_) {
+      s.consumer_wait_seconds += static_cast<double>(NanosSince(*consumer_waiting_since_)) * 1e-9;
+    }
   }
   const PageSourceStats p = pages_->stats();
   s.pages_fetched = p.fetched;

@@ -579,6 +579,8 @@ JobCounters CountersFromScrape(const PromScrape& scrape) {
       rows_seen = true;
     } else if (s.name == "flywheel_loader_bytes_total") {
       c.loaders[table].bytes += s.value;
+    } else if (s.name == "flywheel_loader_instances") {
+      c.loaders[table].instances += s.value;
     } else if (s.name == "flywheel_replay_inserts_total") {
       c.replay[table].inserts += s.value;
     } else if (s.name == "flywheel_replay_samples_total") {
@@ -589,6 +591,12 @@ JobCounters CountersFromScrape(const PromScrape& scrape) {
       c.replay[table].insert_blocked_count += s.value;
     } else if (s.name == "flywheel_replay_sample_blocked_seconds_sum") {
       c.replay[table].sample_blocked_seconds += s.value;
+    } else if (s.name == "flywheel_replay_blocked_seconds_total") {
+      auto op = s.labels.find("op");
+      if (op == s.labels.end()) continue;
+      ReplayCounters& r = c.replay[table];
+      r.live_blocked = true;
+      (op->second == "insert" ? r.insert_blocked_live : r.sample_blocked_live) += s.value;
     }
   }
   if (rows_seen && !stages_seen) {
@@ -653,6 +661,11 @@ Result<StageFigures> LoaderFiguresFromDelta(const LoaderCounters& before, const 
     const std::string what = absl::StrCat("flywheel_loader_stage_seconds_total{stage=\"", stage, "\"}");
     FW_ASSIGN_OR_RETURN(*out, Delta(what.c_str(), StageOf(before, stage), StageOf(after, stage)));
   }
+  // consumer_wait and idle are wall time per loader, summed over the
+  // table's loaders: per loader on average.
+  const double loaders = std::max(1.0, std::max(before.instances, after.instances));
+  f.consumer_wait_seconds /= loaders;
+  f.idle_seconds /= loaders;
   FW_ASSIGN_OR_RETURN(double rows, Delta("flywheel_loader_rows_total", before.rows, after.rows));
   FW_ASSIGN_OR_RETURN(double bytes, Delta("flywheel_loader_bytes_total", before.bytes, after.bytes));
   f.rows = static_cast<int64_t>(std::llround(rows));
@@ -704,6 +717,14 @@ Result<ReplayFigures> ReplayFiguresFromDelta(const std::string& table, const Rep
   f.wall_seconds = wall_seconds;
   FW_ASSIGN_OR_RETURN(f.inserts, Delta("flywheel_replay_inserts_total", before.inserts, after.inserts));
   FW_ASSIGN_OR_RETURN(f.samples, Delta("flywheel_replay_samples_total", before.samples, after.samples));
+  if (before.live_blocked && after.live_blocked) {
+    // Waits in progress included: a call blocked through the whole interval counts.
+    FW_ASSIGN_OR_RETURN(f.insert_blocked_seconds, Delta("flywheel_replay_blocked_seconds_total{op=\"insert\"}",
+                                                        before.insert_blocked_live, after.insert_blocked_live));
+    FW_ASSIGN_OR_RETURN(f.sample_blocked_seconds, Delta("flywheel_replay_blocked_seconds_total{op=\"sample\"}",
+                                                        before.sample_blocked_live, after.sample_blocked_live));
+    return f;
+  }
   FW_ASSIGN_OR_RETURN(f.insert_blocked_seconds, Delta("flywheel_replay_insert_blocked_seconds_sum",
                                                       before.insert_blocked_seconds, after.insert_blocked_seconds));
   FW_ASSIGN_OR_RETURN(f.sample_blocked_seconds, Delta("flywheel_replay_sample_blocked_seconds_sum",

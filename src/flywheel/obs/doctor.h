@@ -199,6 +199,9 @@ struct LoaderCounters {
   std::map<std::string, double> stage_seconds;  // stage label -> seconds
   double rows = 0;
   double bytes = 0;
+  // Loaders of the table alive in the process (flywheel_loader_instances):
+  // the wall-time stages (consumer_wait, idle) are summed over them.
+  double instances = 0;
 };
 
 // Cumulative replay series of one table label.
@@ -208,6 +211,11 @@ struct ReplayCounters {
   double insert_blocked_seconds = 0;
   double insert_blocked_count = 0;
   double sample_blocked_seconds = 0;
+  // flywheel_replay_blocked_seconds_total{op}: blocked time including waits
+  // in progress (preferred over the histograms' sums when present).
+  bool live_blocked = false;
+  double insert_blocked_live = 0;
+  double sample_blocked_live = 0;
 };
 
 struct JobCounters {

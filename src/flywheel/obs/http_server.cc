@@ -25,6 +25,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cctype>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -45,6 +46,29 @@
 #include "flywheel/base/metrics.h"
 
 namespace flywheel::obs {
+
+bool IsLoopbackHost(std::string_view host) {
+  // Strip the port: "[::1]:8080", "127.0.0.1:8080", "localhost".
+  std::string_view name = host;
+  if (!name.empty() && name.front() == '[') {
+    const size_t close = name.find(']');
+    if (close == std::string_view::npos) return false;
+    const std::string_view rest = name.substr(close + 1);
+    if (!rest.empty() && (rest.front() != ':' || rest.size() == 1)) return false;
+    name = name.substr(1, close - 1);
+    return name == "::1";
+  }
+  if (const size_t colon = name.rfind(':'); colon != std::string_view::npos) {
+    const std::string_view port = name.substr(colon + 1);
+    if (port.empty() || port.find_first_not_of("0123456789") != std::string_view::npos) return false;
+    name = name.substr(0, colon);
+  }
+  std::string lower(name);
+  for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  if (!lower.empty() && lower.back() == '.') lower.pop_back();
+  return lower == "localhost" || lower == "127.0.0.1" || lower.ends_with(".localhost");
+}
+
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -518,6 +542,14 @@ struct HttpServer::Impl {
 
     const bool head_only = req.method == "HEAD";
     if (head_only) req.method = "GET";
+    // Only loopback names may be asked for: a web page whose domain was
+    // re-pointed at 127.0.0.1 (DNS rebinding) sends its own name as Host and
+    // must not read tables, lineage or metrics from the browser's machine.
+    if (auto host = req.headers.find("host"); host != req.headers.end() && !IsLoopbackHost(host->second)) {
+      Respond(fd, TextResponse(403, absl::StrCat("Host '", host->second, "' is not a loopback name")), head_only,
+              extra);
+      return;
+    }
     Handler handler;
     {
       absl::MutexLock lock(&handlers_mu);

@@ -12,6 +12,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <string_view>
 
 #include "flywheel/base/status.h"
 
@@ -30,6 +31,12 @@ struct HttpResponse {
   std::string content_type = "text/plain; charset=utf-8";
   std::string body;
 };
+
+// Whether an HTTP Host header names this machine's loopback (127.0.0.1,
+// localhost, [::1], with or without a port). The server answers 403 to any
+// other Host, so a page whose domain was re-pointed at 127.0.0.1 (DNS
+// rebinding) cannot read from it.
+bool IsLoopbackHost(std::string_view host);
 
 class HttpServer {
  public:

@@ -265,7 +265,7 @@ TEST(HttpServerTest, HeadGetsTheLengthWithoutTheBody) {
     r.body = "method " + req.method;
     return r;
   });
-  auto reply = Exchange(server->port(), "HEAD /page HTTP/1.1\r\nHost: x\r\n\r\n");
+  auto reply = Exchange(server->port(), "HEAD /page HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n");
   ASSERT_TRUE(reply.has_value());
   EXPECT_EQ(reply->status, 200);
   EXPECT_EQ(reply->headers["content-length"], std::to_string(std::string("method GET").size()));
@@ -353,6 +353,29 @@ TEST(HttpServerTest, CustomHandlerGetsMethodPathQueryHeadersAndBody) {
   ASSERT_TRUE(final_reply.has_value());
   EXPECT_EQ(final_reply->status, 201);
   EXPECT_EQ(seen.body, "hello");
+}
+
+TEST(HttpServerTest, RequestsForOtherHostNamesAreRefused) {
+  auto created = HttpServer::Create("127.0.0.1", 0);
+  ASSERT_TRUE(created.ok());
+  auto& server = *created;
+  server->HandleMetrics();
+  ASSERT_TRUE(server->Start().ok());
+  const std::string port = std::to_string(server->port());
+  for (const std::string& host : std::vector<std::string>{"127.0.0.1:" + port, "localhost:" + port, "LOCALHOST", "[::1]:" + port,
+                                 "127.0.0.1", "app.localhost:" + port}) {
+    auto r = Exchange(server->port(), "GET /metrics HTTP/1.1\r\nHost: " + host + "\r\n\r\n");
+    ASSERT_TRUE(r.has_value()) << host;
+    EXPECT_EQ(r->status, 200) << host;
+  }
+  // DNS rebinding: the attacker's name, pointed at 127.0.0.1.
+  for (const std::string& host : std::vector<std::string>{"evil.example:" + port, "127.0.0.1.evil.example", "[::2]:" + port,
+                                 "localhost:x", "127.0.0.2"}) {
+    auto r = Exchange(server->port(), "GET /metrics HTTP/1.1\r\nHost: " + host + "\r\n\r\n");
+    ASSERT_TRUE(r.has_value()) << host;
+    EXPECT_EQ(r->status, 403) << host;
+    EXPECT_THAT(r->body, HasSubstr("not a loopback name"));
+  }
 }
 
 TEST(HttpServerTest, RefusesNonLoopbackAddresses) {

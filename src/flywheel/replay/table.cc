@@ -23,6 +23,8 @@ struct Table::TableMetrics {
   Gauge* max_size;
   Gauge* blocked_inserts;  // callers waiting now (a collector refreshes them at each scrape)
   Gauge* blocked_samples;
+  FloatCounter* blocked_seconds[2];  // inserts, samples: live (waits in progress included)
+  double published[2] = {0, 0};      // already added to blocked_seconds
   int collector = -1;
 };
 
@@ -41,6 +43,14 @@ Table::TableMetrics MetricsFor(const std::string& table) {
                          {{"table", table}, {"op", "insert"}}),
       Metrics().GetGauge("flywheel_replay_blocked_callers", "Inserts or samples waiting for the rate limiter now",
                          {{"table", table}, {"op", "sample"}}),
+      {Metrics().GetFloatCounter("flywheel_replay_blocked_seconds_total",
+                                 "Seconds inserts or samples spent blocked by the rate limiter, waits in progress, "
+                                 "timed out or cancelled included",
+                                 {{"table", table}, {"op", "insert"}}),
+       Metrics().GetFloatCounter("flywheel_replay_blocked_seconds_total",
+                                 "Seconds inserts or samples spent blocked by the rate limiter, waits in progress, "
+                                 "timed out or cancelled included",
+                                 {{"table", table}, {"op", "sample"}})},
   };
 }
 
@@ -82,16 +92,35 @@ Result<std::unique_ptr<Table>> Table::Create(TableOptions options) {
   }
   // Registered after the table is complete and outside its lock (the
   // registry runs collectors under its own lock, which then takes ours).
-  t->metrics_->collector = Metrics().AddCollector([raw = t.get()] {
-    const TableInfo info = raw->Info();
-    raw->metrics_->blocked_inserts->Set(static_cast<double>(info.blocked_inserts));
-    raw->metrics_->blocked_samples->Set(static_cast<double>(info.blocked_samples));
-  });
+  t->metrics_->collector = Metrics().AddCollector([raw = t.get()] { raw->PublishBlocked(); });
   return t;
+}
+
+void Table::PublishBlocked() {
+  const TableInfo info = Info();
+  metrics_->blocked_inserts->Set(static_cast<double>(info.blocked_inserts));
+  metrics_->blocked_samples->Set(static_cast<double>(info.blocked_samples));
+  absl::MutexLock lock(&mu_);
+  const double now = absl::ToDoubleSeconds(absl::Now() - absl::UnixEpoch());
+  for (int op = 0; op < 2; ++op) {
+    const double total = BlockedSecondsLocked(op, now);
+    if (total > metrics_->published[op]) {
+      metrics_->blocked_seconds[op]->Add(total - metrics_->published[op]);
+      metrics_->published[op] = total;
+    }
+  }
+}
+
+double Table::BlockedSecondsLocked(int op, double now) const {
+  return blocked_done_[op] + blocked_now_[op] * now - blocked_start_sum_[op];
 }
 
 Table::~Table() {
   Metrics().RemoveCollector(metrics_->collector);
+  PublishBlocked();
+  // Nobody waits on a table that is gone (the series outlive it).
+  metrics_->blocked_inserts->Set(0);
+  metrics_->blocked_samples->Set(0);
   Close();
 }
 
@@ -111,9 +140,25 @@ Status Table::AwaitLocked(bool insert, absl::Duration timeout, const bool* cance
   // Hang diagnosis (SIGUSR1, the watchdog) lists this call while it blocks,
   // with the limiter's explanation from when it started waiting.
   std::optional<obs::BlockedWait> blocked;
+  // Counts this wait's time in the blocked-seconds series, live and on
+  // every way out (mu_ is held at each return).
+  struct BlockedTime {
+    Table* t;
+    int op;
+    double start = -1;
+    ~BlockedTime() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+      if (start < 0) return;
+      t->blocked_now_[op]--;
+      t->blocked_start_sum_[op] -= start;
+      t->blocked_done_[op] += std::max(0.0, absl::ToDoubleSeconds(absl::Now() - absl::UnixEpoch()) - start);
+    }
+  } blocked_time{this, insert ? 0 : 1};
   if (!closed_ && !(insert ? limiter_->CanInsert() : limiter_->CanSample())) {
     blocked.emplace("replay", absl::StrCat(insert ? "insert into" : "sample from", " table '", name_, "'"),
                     limiter_->Explain());
+    blocked_time.start = absl::ToDoubleSeconds(absl::Now() - absl::UnixEpoch());
+    blocked_now_[blocked_time.op]++;
+    blocked_start_sum_[blocked_time.op] += blocked_time.start;
   }
   const absl::Time start = absl::Now();
   const absl::Time deadline = timeout == absl::InfiniteDuration() ? absl::InfiniteFuture() : start + timeout;

@@ -151,6 +151,9 @@ class Table {
 
  private:
   Table() = default;
+  // Refreshes the blocked-callers gauges and blocked-seconds counters (a
+  // registry collector, run at each scrape).
+  void PublishBlocked();
   Status AwaitLocked(bool insert, absl::Duration timeout, const bool* cancelled)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   Status DeleteLocked(ItemKey key) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -180,6 +183,14 @@ class Table {
   int64_t deleted_ ABSL_GUARDED_BY(mu_) = 0;
   bool closed_ ABSL_GUARDED_BY(mu_) = false;
   int waiting_batches_ ABSL_GUARDED_BY(mu_) = 0;
+  // Time calls spent blocked by the rate limiter, [0] inserts, [1] samples:
+  // finished waits (whatever their outcome) and the waits in progress (how
+  // many, and the sum of their start times), so the total is live.
+  double blocked_done_[2] ABSL_GUARDED_BY(mu_) = {0, 0};
+  int blocked_now_[2] ABSL_GUARDED_BY(mu_) = {0, 0};
+  double blocked_start_sum_[2] ABSL_GUARDED_BY(mu_) = {0, 0};
+  // Seconds blocked so far, waits in progress included.
+  double BlockedSecondsLocked(int op, double now) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   uint64_t next_seq_ ABSL_GUARDED_BY(mu_) = 0;  // all-or-nothing batches waiting for n
 };
 

@@ -335,11 +335,12 @@ class Actor {
   void PublishMetrics() {
     struct Series {
       Counter *steps, *episodes, *unrolls;
-      Gauge *step, *act, *write, *wait_weights, *version;
+      FloatCounter *step, *act, *write, *wait_weights;
+      Gauge* version;
     };
     static const Series m = [] {
       auto stage = [](const char* name) {
-        return Metrics().GetGauge("flywheel_actor_stage_seconds_total",
+        return Metrics().GetFloatCounter("flywheel_actor_stage_seconds_total",
                                   "Actor time per stage: step (EnvPool), act (policy inference), write (to replay, "
                                   "incl. back-pressure), wait_weights",
                                   {{"stage", name}});

@@ -4,7 +4,7 @@
 // textContent or setAttribute, never through HTML parsing.
 'use strict';
 (() => {
-  const KEEP_S = 600;          // history kept per series
+  let KEEP_S = 900;            // history kept per series: the server's history_s (at most an hour)
   const FETCH_TIMEOUT_MS = 10000;
   const VIEWS = ['live', 'tables', 'lineage'];
   const PALETTE = ['#2459d6', '#e8590c', '#2b9a66', '#c2255c', '#7048e8', '#0c8599',
@@ -173,6 +173,8 @@
     }
     S.status = st;
     S.statusAt = performance.now();
+    const hs = Number(st.history_s);
+    if (Number.isFinite(hs) && hs > 0) KEEP_S = Math.min(3600, hs);
     const iv = Number(st.interval_s);
     S.interval = Number.isFinite(iv) && iv > 0 ? Math.max(0.25, iv) : 1;
     renderMeta();
@@ -310,7 +312,11 @@
       return { lines, left: { kind: 'pct', max100: true }, right: { unit: ' items', integer: true } };
     },
     'chart-rate-limiter': () => ({
-      lines: seriesNamed(['flywheel_replay_insert_blocked_seconds_sum', 'flywheel_replay_sample_blocked_seconds_sum'])
+      // Seconds blocked per second (waits in progress included); older
+      // servers only have the histograms' sums (finished waits).
+      lines: (seriesNamed(['flywheel_replay_blocked_seconds_total']).length
+        ? seriesNamed(['flywheel_replay_blocked_seconds_total'])
+        : seriesNamed(['flywheel_replay_insert_blocked_seconds_sum', 'flywheel_replay_sample_blocked_seconds_sum']))
         .map((s) => seriesLine(s, rate(s.points, 100)))
         .concat(seriesNamed(['flywheel_replay_blocked_callers']).map((s) => seriesLine(s, s.points, { axis: 'right', dash: true }))),
       left: { kind: 'pct' }, right: { unit: ' callers', integer: true },
@@ -323,8 +329,8 @@
     }),
   };
   function quantileRank(s) {
-    const q = s.labels && s.labels.quantile;
-    return q === 'max' ? 2 : Number.isFinite(Number(q)) ? Number(q) : 3;
+    const q = s.labels && (s.labels.stat ?? s.labels.quantile);
+    return q === 'median' ? 0.5 : q === 'max' ? 2 : Number.isFinite(Number(q)) ? Number(q) : 3;
   }
 
   // Seconds per second in each stage, summed over every loader and aligned on
