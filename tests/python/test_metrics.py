@@ -132,3 +132,18 @@ def test_env_steps_are_counted():
     except AssertionError:
         pass
     assert value(after, "flywheel_env_steps_total", env="CartPole-v1") - old == 100
+
+
+def test_flywheel_metrics_0_turns_updates_off():
+    import os
+    import subprocess
+    import sys
+    code = ("import flywheel, numpy as np\n"
+            "from flywheel import envs\n"
+            "p = envs.make('CartPole-v1', num_envs=2); p.reset(seed=0); p.step(np.zeros(2, np.int64))\n"
+            "print([l for l in flywheel.metrics_text().splitlines() if l.startswith('flywheel_env_steps_total')])\n")
+    for setting, want in (("0", " 0']"), ("1", " 2']")):
+        r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                           env={**os.environ, "FLYWHEEL_METRICS": setting})
+        assert r.returncode == 0, r.stderr
+        assert r.stdout.strip().endswith(want), (setting, r.stdout)

@@ -62,7 +62,15 @@ bool EnabledFromEnvironment() {
   return v == nullptr || (std::string_view(v) != "0" && std::string_view(v) != "off" && std::string_view(v) != "false");
 }
 }  // namespace
-std::atomic<bool> enabled{EnabledFromEnvironment()};
+// Constant-initialized (on before any static initializer of another file
+// can update a metric); FLYWHEEL_METRICS is applied at start-up.
+constinit std::atomic<bool> enabled{true};
+namespace {
+[[maybe_unused]] const bool kFromEnvironment = [] {
+  if (!EnabledFromEnvironment()) enabled.store(false, std::memory_order_relaxed);
+  return true;
+}();
+}  // namespace
 }  // namespace metrics_internal
 
 void SetMetricsEnabled(bool on) { metrics_internal::enabled.store(on, std::memory_order_relaxed); }
