@@ -141,6 +141,13 @@ def test_dashboard_in_chromium(tmp_path, metrics_server):
         url = dash.match.group(1)
         status = json.load(urllib.request.urlopen(url + "api/status", timeout=10))
         assert status["catalog"] is True and len(status["targets"]) == 3
+        # Every target, `flywheel replay serve` and this process included, was
+        # scraped and accepted by the strict Prometheus parser.
+        deadline = time.monotonic() + 30
+        while not all(t["up"] for t in status["targets"]):
+            assert time.monotonic() < deadline, status["targets"]
+            time.sleep(0.2)
+            status = json.load(urllib.request.urlopen(url + "api/status", timeout=10))
         tables = json.load(urllib.request.urlopen(url + "api/tables", timeout=10))
         assert {t["name"] for t in tables["tables"]} == {"ns/images", "ns/derived"}
         detail = json.load(urllib.request.urlopen(url + "api/table?name=ns%2Fimages", timeout=10))
@@ -222,6 +229,9 @@ def test_flywheel_run_serves_its_own_dashboard_with_returns_and_policy_lag(tmp_p
         found = json.loads(r.stdout.strip().splitlines()[-1])
         assert found["ok"] and not found["page_errors"]
         assert found["charts"]["chart-returns"]["later"]["points"] > 0
+        # The run's own /metrics, scraped by its dashboard through the strict parser.
+        status = json.load(urllib.request.urlopen(url + "api/status", timeout=10))
+        assert [t["up"] for t in status["targets"]] == [True], status
         assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     finally:
         run.proc.send_signal(signal.SIGINT)
