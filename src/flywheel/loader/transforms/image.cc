@@ -450,6 +450,14 @@ class ImagePipelineImpl final : public ImagePipeline {
     }
   }
 
+  static void AccumulateRow(float* __restrict acc, const float* __restrict row, float w, int n, bool first) {
+    if (first) {
+      for (int i = 0; i < n; ++i) acc[i] = w * row[i];
+    } else {
+      for (int i = 0; i < n; ++i) acc[i] += w * row[i];
+    }
+  }
+
   template <bool kChw, bool kFloat>
   void Vertical(const float* rows, int y0, bool flip, uint8_t* dst) {
     const int ow = options_.width, oh = options_.height;
@@ -458,11 +466,12 @@ class ImagePipelineImpl final : public ImagePipeline {
     for (int y = 0; y < oh; ++y) {
       const float* w = &ytaps_.w[static_cast<size_t>(y) * ytaps_.stride];
       const float* r = rows + static_cast<size_t>(ytaps_.start[y] - y0) * ow * 3;
-      std::fill(acc, acc + static_cast<size_t>(ow) * 3, 0.0f);
-      for (int k = 0, n = ytaps_.count[y]; k < n; ++k) {
-        const float wk = w[k];
-        const float* rk = r + static_cast<size_t>(k) * ow * 3;
-        for (int i = 0; i < ow * 3; ++i) acc[i] += wk * rk[i];
+      // acc = sum_k w[k] * row k: the rows and acc never overlap
+      // (__restrict lets the compiler use vector instructions).
+      const int n3 = ow * 3;
+      AccumulateRow(acc, r, w[0], n3, /*first=*/true);
+      for (int k = 1, n = ytaps_.count[y]; k < n; ++k) {
+        AccumulateRow(acc, r + static_cast<size_t>(k) * n3, w[k], n3, /*first=*/false);
       }
       for (int x = 0; x < ow; ++x) {
         const int ox = flip ? ow - 1 - x : x;
