@@ -574,16 +574,20 @@ class Supervisor {
     }
     for (const auto& [file, j] : ActorStats()) {
       auto& last = published_.actors[file];
-      advance(counter("flywheel_run_actor_env_steps_total", "Env steps taken by the run's actors"),
-              num(j, "env_steps"), last["env_steps"]);
-      advance(counter("flywheel_run_episodes_total", "Episodes finished by the run's actors"), num(j, "episodes"),
-              last["episodes"]);
+      std::map<std::string, double> d;  // what this actor did since the last refresh
+      for (const char* k : kActorKeys) {
+        const double now = num(j, k);
+        d[k] = now >= last[k] ? now - last[k] : now;  // a restarted actor's file starts from zero
+        last[k] = now;
+        published_.actor_sum[k] += d[k];
+      }
+      counter("flywheel_run_actor_env_steps_total", "Env steps taken by the run's actors")->Add(d["env_steps"]);
+      counter("flywheel_run_episodes_total", "Episodes finished by the run's actors")->Add(d["episodes"]);
       for (const char* stage : {"step", "act", "write", "wait_weights"}) {
-        advance(counter("flywheel_run_actor_stage_seconds_total",
-                        "Time of the run's actors per stage: step (envs), act (inference), write (to replay), "
-                        "wait_weights",
-                        {{"stage", stage}}),
-                num(j, absl::StrCat(stage, "_s")), last[stage]);
+        counter("flywheel_run_actor_stage_seconds_total",
+                "Time of the run's actors per stage: step (envs), act (inference), write (to replay), wait_weights",
+                {{"stage", stage}})
+            ->Add(d[absl::StrCat(stage, "_s")]);
       }
     }
     if (m.contains("mean_return_100") && m["mean_return_100"].is_number()) {
@@ -699,7 +703,10 @@ class Supervisor {
     nlohmann::json result = nlohmann::json::parse(rf, nullptr, false);
     if (result.is_discarded()) result = nlohmann::json::object();
     const nlohmann::json m = LastMetrics();
-    const nlohmann::json actors = ActorTotals();
+    // The actors' work, including actors that restarted (their files start over).
+    PublishMetrics();
+    nlohmann::json actors = ActorTotals();
+    for (const auto& [k, v] : published_.actor_sum) actors[k] = std::max(actors.value(k, 0.0), v);
     nlohmann::json summary = {{"name", c_.name},
                               {"env", c_.env_id},
                               {"algorithm", c_.algorithm},
@@ -752,6 +759,7 @@ class Supervisor {
     std::map<std::string, std::map<std::string, double>> actors;  // by stats file
     std::map<int64_t, double> lags;
     double restarts = 0;
+    std::map<std::string, double> actor_sum;  // every actor's work, restarts included
   } published_;
   Child learner_;
   std::vector<Child> actors_;

@@ -333,17 +333,30 @@
     return q === 'median' ? 0.5 : q === 'max' ? 2 : Number.isFinite(Number(q)) ? Number(q) : 3;
   }
 
-  // Seconds per second in each stage, summed over every loader and aligned on
-  // the scrape grid so the layers can be stacked.
+  // Seconds per second in each stage, per loader of a table (the series sum
+  // over the table's loaders: divided by flywheel_loader_instances), summed
+  // over tables and aligned on the scrape grid so the layers can be stacked.
   function loaderStages() {
     const src = seriesNamed(['flywheel_loader_stage_seconds_total']);
+    const instances = new Map();
+    for (const s of seriesNamed(['flywheel_loader_instances'])) {
+      instances.set(s.target + '\u0001' + String(s.labels.table ?? ''), s.points);
+    }
+    // The number of loaders alive at time t (the last value at or before t; at least 1).
+    const loadersAt = (points, t) => {
+      let n = 1;
+      if (points) for (const [pt, v] of points) { if (pt > t + S.interval / 2) break; if (v >= 1) n = v; else n = 1; }
+      return n;
+    };
     const byStage = new Map(), loaders = new Set(), buckets = new Set();
     for (const s of src) {
       const stage = String(s.labels.stage ?? '');
       loaders.add(s.target + '\u0001' + labelsKey(Object.assign({}, s.labels, { stage: '' })));
       if (!byStage.has(stage)) byStage.set(stage, new Map());
       const m = byStage.get(stage);
-      for (const [t, v] of rate(s.points, 100)) {
+      const inst = instances.get(s.target + '\u0001' + String(s.labels.table ?? ''));
+      for (const [t, total] of rate(s.points, 100)) {
+        const v = total / loadersAt(inst, t);
         const b = Math.round(t / S.interval);
         buckets.add(b);
         const cur = m.get(b);
@@ -363,7 +376,7 @@
       });
       return { key: 'stage\u0001' + stage, label: stage || '(no stage)', color: STAGE_COLORS[stage], points: pts };
     });
-    const note = loaders.size > 1 ? 'sum over ' + loaders.size + ' loaders' : null;
+    const note = loaders.size > 1 ? 'sum over ' + loaders.size + ' tables\' loaders' : null;
     return { lines, stacked: true, left: { kind: 'pct' }, note };
   }
   function stageRank(s) {
