@@ -127,8 +127,13 @@ async function checkTable(name) {
     error: document.getElementById('table-error')?.textContent ?? null,
     columns: document.querySelectorAll('#table-schema tr').length,
     versions: [...document.querySelectorAll('#table-versions [data-version]')].map((e) => e.getAttribute('data-version')),
+    text: document.getElementById('table-detail')?.innerText ?? '',
   }));
   if (found.error !== null) fail('table ' + JSON.stringify(name) + ' opens', found.error);
+  // A missing value must not be printed as JavaScript's placeholder words.
+  const stray = found.text.match(/\b(null|undefined|NaN|\[object Object\])\b/);
+  if (stray) fail('table ' + JSON.stringify(name) + ' detail has no stray "' + stray[1] + '"', found.text.slice(0, 300));
+  delete found.text;
   summary.tables[name] = found;
 }
 

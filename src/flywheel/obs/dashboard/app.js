@@ -757,10 +757,12 @@
         el('td', { class: 'muted nowrap', title: fmtAgo(Number(v.timestamp_unix)) }, fmtDateTime(Number(v.timestamp_unix))),
         el('td', null, ...tagChips(v.tags))))));
     box.setAttribute('data-table', name);
-    box.replaceChildren(el('h3', null, String(d.name ?? name)), facts, tagsLine,
+    // replaceChildren would turn a null into the text "null": leave those out.
+    box.replaceChildren(...[el('h3', null, String(d.name ?? name)),
+      d.uri ? el('div', { class: 'muted', title: 'location' }, String(d.uri)) : null, facts, tagsLine,
       el('h4', null, 'Schema · ' + schema.length + (schema.length === 1 ? ' column' : ' columns')),
       el('div', { class: 'scroll' }, schemaTable),
-      el('h4', null, 'Versions · newest first'), el('div', { class: 'scroll' }, versionsTable));
+      el('h4', null, 'Versions · newest first'), el('div', { class: 'scroll' }, versionsTable)].filter((x) => x != null));
   }
 
   // ---- lineage -----------------------------------------------------------
