@@ -158,18 +158,35 @@ Histogram* MetricsRegistry::GetHistogram(const std::string& name, const std::str
 int MetricsRegistry::AddCollector(std::function<void()> collect) {
   absl::MutexLock lock(&collectors_mu_);
   const int id = next_collector_++;
-  collectors_.emplace(id, std::move(collect));
+  collectors_.emplace(id, std::make_shared<Collector>(Collector{std::move(collect), 0}));
   return id;
 }
 
 void MetricsRegistry::RemoveCollector(int id) {
   absl::MutexLock lock(&collectors_mu_);
-  collectors_.erase(id);
+  auto it = collectors_.find(id);
+  if (it == collectors_.end()) return;
+  std::shared_ptr<Collector> c = std::move(it->second);
+  collectors_.erase(it);
+  // Its runs in progress finish before the caller frees what they use.
+  collectors_mu_.Await(absl::Condition(
+      +[](Collector* c) { return c->running == 0; }, c.get()));
 }
 
 void MetricsRegistry::RunCollectors() const {
-  absl::MutexLock lock(&collectors_mu_);
-  for (const auto& [id, collect] : collectors_) collect();
+  std::vector<std::shared_ptr<Collector>> run;
+  {
+    absl::MutexLock lock(&collectors_mu_);
+    for (const auto& [id, c] : collectors_) {
+      c->running++;
+      run.push_back(c);
+    }
+  }
+  for (const auto& c : run) {
+    c->collect();
+    absl::MutexLock lock(&collectors_mu_);
+    c->running--;
+  }
 }
 
 std::string MetricsRegistry::ExpositionText() const {

@@ -117,9 +117,10 @@ class MetricsRegistry {
 
   // A collector refreshes series that are cheaper to compute on demand than
   // to update on every event (e.g. the loader's stage times, summed from its
-  // own statistics). It runs before each exposition, outside the registry
-  // lock, so it may look series up. RemoveCollector returns after any run of
-  // it in progress has finished.
+  // own statistics). It runs before each exposition, outside the registry's
+  // locks, so it may look series up (two scrapes may run it at once).
+  // RemoveCollector returns after any run of it in progress has finished;
+  // a collector must not remove itself.
   int AddCollector(std::function<void()> collect);
   void RemoveCollector(int id);
   void RunCollectors() const;
@@ -139,9 +140,16 @@ class MetricsRegistry {
 
   mutable absl::Mutex mu_;
   std::map<std::string, Family> families_ ABSL_GUARDED_BY(mu_);
-  mutable absl::Mutex collectors_mu_;  // held while collectors run
+  // Collectors run outside this lock (a scrape does not hold up adding or
+  // removing others); `running` counts the runs in progress, which
+  // RemoveCollector waits out.
+  struct Collector {
+    std::function<void()> collect;
+    int running = 0;
+  };
+  mutable absl::Mutex collectors_mu_;
   int next_collector_ ABSL_GUARDED_BY(collectors_mu_) = 0;
-  std::map<int, std::function<void()>> collectors_ ABSL_GUARDED_BY(collectors_mu_);
+  std::map<int, std::shared_ptr<Collector>> collectors_ ABSL_GUARDED_BY(collectors_mu_);
 };
 
 // The process-wide registry.

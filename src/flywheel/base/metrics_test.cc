@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <chrono>
 #include <thread>
 #include <vector>
 
@@ -83,6 +85,31 @@ TEST(MetricsTest, CollectorsRunBeforeEachExpositionUntilRemoved) {
   r.RemoveCollector(id);
   EXPECT_NE(r.ExpositionText().find("collected 2\n"), std::string::npos);
   EXPECT_EQ(runs, 2);
+}
+
+TEST(MetricsTest, AScrapeDoesNotHoldUpOtherCollectorsAndRemoveWaitsForItsRun) {
+  MetricsRegistry r;
+  std::atomic<bool> entered{false}, release{false}, removed{false};
+  const int slow = r.AddCollector([&] {
+    entered = true;
+    while (!release) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  });
+  std::thread scrape([&] { r.ExpositionText(); });
+  while (!entered) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  // Adding and removing another collector does not wait for the scrape.
+  const int other = r.AddCollector([] {});
+  r.RemoveCollector(other);
+  // Removing the running one waits until its run is over.
+  std::thread remover([&] {
+    r.RemoveCollector(slow);
+    removed = true;
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  EXPECT_FALSE(removed.load());
+  release = true;
+  remover.join();
+  scrape.join();
+  EXPECT_TRUE(removed.load());
 }
 
 }  // namespace

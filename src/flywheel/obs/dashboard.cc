@@ -133,7 +133,23 @@ struct Dashboard::Impl {
   std::vector<Target> targets ABSL_GUARDED_BY(mu);
   std::map<std::tuple<std::string, std::string, std::map<std::string, std::string>>, size_t> index ABSL_GUARDED_BY(mu);
   std::vector<Series> series ABSL_GUARDED_BY(mu);
+  int next_id ABSL_GUARDED_BY(mu) = 1;  // ids stay with their series (the page merges by id)
   int64_t dropped_series ABSL_GUARDED_BY(mu) = 0;
+
+  // Forgets the series with no point left in the history (a job that went
+  // away, labels that changed), to make room for new ones.
+  void DropEmptySeriesLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+    std::vector<Series> kept;
+    kept.reserve(series.size());
+    for (Series& s : series) {
+      if (!s.points.empty()) kept.push_back(std::move(s));
+    }
+    series = std::move(kept);
+    index.clear();
+    for (size_t i = 0; i < series.size(); ++i) {
+      index.emplace(std::make_tuple(series[i].target, series[i].name, series[i].labels), i);
+    }
+  }
 
   absl::Mutex stop_mu;
   bool stopping ABSL_GUARDED_BY(stop_mu) = false;
@@ -170,11 +186,15 @@ struct Dashboard::Impl {
       auto it = index.find(key);
       if (it == index.end()) {
         if (series.size() >= o.max_series) {
+          DropEmptySeriesLocked();
+          it = index.end();
+        }
+        if (series.size() >= o.max_series) {
           ++dropped_series;
           continue;
         }
         Series ns;
-        ns.id = static_cast<int>(series.size()) + 1;
+        ns.id = next_id++;
         ns.target = tg.url;
         ns.name = s.name;
         ns.type = type;
@@ -221,7 +241,7 @@ struct Dashboard::Impl {
 Dashboard::Dashboard(DashboardOptions options) : impl_(std::make_unique<Impl>()) {
   impl_->o = std::move(options);
   absl::MutexLock lock(&impl_->mu);
-  impl_->targets.push_back(Impl::Target{kSelf});
+  if (impl_->o.scrape_self) impl_->targets.push_back(Impl::Target{kSelf});
   for (const std::string& url : impl_->o.targets) impl_->targets.push_back(Impl::Target{url});
 }
 

@@ -27,9 +27,9 @@
 namespace flywheel::obs {
 
 struct DashboardOptions {
-  // Prometheus endpoints to scrape (http://host:port/metrics). This
-  // process's own registry is always scraped, as target "self".
+  // Prometheus endpoints to scrape (http://host:port/metrics).
   std::vector<std::string> targets;
+  bool scrape_self = true;  // this process's own registry, as target "self"
   double interval_seconds = 1.0;   // between scrapes
   double history_seconds = 900;    // points older than this are dropped
   int scrape_timeout_ms = 2000;

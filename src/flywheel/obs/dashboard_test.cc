@@ -5,7 +5,10 @@
 
 #include <atomic>
 #include <nlohmann/json.hpp>
+#include <chrono>
+#include <set>
 #include <string>
+#include <thread>
 
 #include "flywheel/base/metrics.h"
 #include "flywheel/obs/http_client.h"
@@ -115,6 +118,46 @@ TEST(DashboardTest, ADownTargetIsReportedAndOthersKeepScraping) {
   EXPECT_FALSE(status["targets"][3]["up"]);
   EXPECT_EQ(status["targets"][3]["last_error"], "HTTP 404");
   EXPECT_EQ(job.scrapes.load(), 1);
+}
+
+TEST(DashboardTest, SeriesBeyondTheCapWaitUntilOldOnesHaveNoPointsLeft) {
+  std::atomic<int> phase{0};
+  auto job = Started([&](HttpServer& s) {
+    s.Handle("/metrics", [&](const HttpRequest&) {
+      HttpResponse r;
+      const std::string n = std::to_string(phase.load());
+      r.body = "# TYPE a gauge\na{phase=\"" + n + "\"} 1\n# TYPE b gauge\nb{phase=\"" + n + "\"} 2\n";
+      return r;
+    });
+  });
+  DashboardOptions o;
+  o.targets = {Url(*job, "/metrics")};
+  o.max_series = 2;
+  o.scrape_self = false;
+  o.history_seconds = 0.2;
+  Dashboard d(o);
+  d.ScrapeOnce();
+  ASSERT_TRUE(json::parse(d.StatusJson())["targets"][0]["up"]) << d.StatusJson();
+  auto names = [&] {
+    std::set<std::string> out;
+    const json all = json::parse(d.SeriesJson(0));
+    for (const auto& s : all["series"]) {
+      out.insert(s["name"].get<std::string>() + "/" + s["labels"].value("phase", ""));
+    }
+    return out;
+  };
+  EXPECT_EQ(names(), (std::set<std::string>{"a/0", "b/0"}));
+  const int old_id = json::parse(d.SeriesJson(0))["series"][0]["id"];
+  phase = 1;
+  d.ScrapeOnce();  // the cap is reached: the new labels wait
+  EXPECT_EQ(names(), (std::set<std::string>{"a/0", "b/0"}));
+  EXPECT_GT(json::parse(d.StatusJson())["dropped_series"].get<int>(), 0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  d.ScrapeOnce();  // phase 0's points have aged out: its series make room
+  d.ScrapeOnce();
+  EXPECT_EQ(names(), (std::set<std::string>{"a/1", "b/1"}));
+  const json after = json::parse(d.SeriesJson(0));
+  for (const auto& s : after["series"]) EXPECT_GT(s["id"].get<int>(), old_id);
 }
 
 TEST(DashboardTest, ServesThePageTheApiAndMetricsThatParse) {
