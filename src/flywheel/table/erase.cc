@@ -40,8 +40,11 @@ class KeyIndex {
     std::memcpy(&k, data.data() + 8, 4);
     std::memcpy(&b.bits_, data.data() + 12, 8);
     std::memcpy(&sum, data.data() + 20, 8);
+    // The bit count must fit the words that follow (a huge one would wrap
+    // the word count to zero and probes would read past the words).
+    if (k != kProbes || b.bits_ == 0 || b.bits_ > (data.size() - 28) * 8) return std::nullopt;
     const size_t n = (b.bits_ + 63) / 64;
-    if (k != kProbes || b.bits_ == 0 || data.size() != 28 + n * 8) return std::nullopt;
+    if (data.size() != 28 + n * 8) return std::nullopt;
     b.words_.resize(n);
     std::memcpy(b.words_.data(), data.data() + 28, n * 8);
     if (XXH3_64bits(b.words_.data(), n * 8) != sum) return std::nullopt;

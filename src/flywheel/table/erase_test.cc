@@ -7,6 +7,7 @@
 
 #include "flywheel/format/column.h"
 #include "flywheel/io/temp_dir.h"
+#include "flywheel/table/internal.h"
 #include "flywheel/table/table.h"
 
 namespace flywheel::table {
@@ -222,6 +223,20 @@ TEST(PredicateMatcherRegression, IntegersAbove2To53CompareExactly) {
   ASSERT_TRUE(res.ok()) << res.status();
   EXPECT_EQ(res->rows_erased, 1);
   EXPECT_EQ(t->num_rows(), 0);
+}
+
+// A key index whose bit count does not fit its words is refused (the word
+// count must not wrap to zero and let probes read past the words).
+TEST(KeyIndexRegression, ABitCountLargerThanTheWordsIsRefused) {
+  std::string data("FWBLOOM2", 8);
+  const uint32_t k = 7;
+  const uint64_t bits = ~uint64_t{0}, sum = 0;
+  data.append(reinterpret_cast<const char*>(&k), 4);
+  data.append(reinterpret_cast<const char*>(&bits), 8);
+  data.append(reinterpret_cast<const char*>(&sum), 8);
+  EXPECT_FALSE(KeyIndexMayContain(data, 12345).has_value());
+  data.append(std::string(8, '\xff'));  // one word: still far too few for that many bits
+  EXPECT_FALSE(KeyIndexMayContain(data, 12345).has_value());
 }
 
 }  // namespace
