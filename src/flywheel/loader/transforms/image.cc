@@ -17,6 +17,10 @@
 #include <utility>
 #include <vector>
 
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
 #include "absl/strings/str_cat.h"
 #include "flywheel/base/rng.h"
 
@@ -29,6 +33,26 @@ constexpr uint64_t kCropSalt = 0x6372'6f70'0000'0001ULL;  // "crop"
 constexpr uint64_t kFlipSalt = 0x666c'6970'0000'0002ULL;  // "flip"
 
 constexpr int kMaxSide = 16384;
+
+// Bytes past the last decoded pixel that the resample may read (LoadPixel).
+constexpr size_t kPixelSlack = 4;
+
+typedef float V4f __attribute__((vector_size(16)));
+
+// The RGB pixel at p as floats (lane 3 holds p[3], which callers ignore).
+inline V4f LoadPixel(const uint8_t* p) {
+#if defined(__SSE2__)
+  int32_t word;
+  std::memcpy(&word, p, sizeof(word));
+  const __m128i zero = _mm_setzero_si128();
+  const __m128i bytes = _mm_cvtsi32_si128(word);
+  const __m128i ints = _mm_unpacklo_epi16(_mm_unpacklo_epi8(bytes, zero), zero);
+  return reinterpret_cast<V4f>(_mm_cvtepi32_ps(ints));
+#else
+  return V4f{static_cast<float>(p[0]), static_cast<float>(p[1]), static_cast<float>(p[2]),
+             static_cast<float>(p[3])};
+#endif
+}
 
 int RoundToInt(double v) { return static_cast<int>(std::lround(v)); }
 
@@ -369,7 +393,9 @@ class ImagePipelineImpl final : public ImagePipeline {
       r->width = static_cast<int>(width);
     }
     const size_t stride = static_cast<size_t>(cinfo_.output_width) * cinfo_.output_components;
-    uint8_t* out = decoded_.Get(stride * r->height);
+    // kPixelSlack: the resample reads each pixel as 4 bytes (RGB + the next
+    // byte), so the last pixel's fourth byte must be inside the buffer.
+    uint8_t* out = decoded_.Get(stride * r->height + kPixelSlack);
     JSAMPROW* rows = row_pointers_.Get(r->height);
     for (int i = 0; i < r->height; ++i) rows[i] = out + stride * i;
     const JDIMENSION first = static_cast<JDIMENSION>(r->y);
@@ -399,7 +425,7 @@ class ImagePipelineImpl final : public ImagePipeline {
   // software (nearly all CMYK JPEGs) store inverted CMYK (255 = no ink), the
   // convention libjpeg-turbo's own tools use: R = C * K / 255, etc.
   const uint8_t* CmykToRgb(const uint8_t* cmyk, size_t pixels) {
-    uint8_t* out = rgb_.Get(pixels * 3);
+    uint8_t* out = rgb_.Get(pixels * 3 + kPixelSlack);
     for (size_t i = 0; i < pixels; ++i) {
       const unsigned k = cmyk[4 * i + 3];
       for (int c = 0; c < 3; ++c) {
@@ -418,22 +444,40 @@ class ImagePipelineImpl final : public ImagePipeline {
     const int y0 = ytaps_.start[0];
     const int y1 = ytaps_.start[oh - 1] + ytaps_.count[oh - 1];
     const size_t src_stride = static_cast<size_t>(region.width) * 3;
-    float* rows = rows_.Get(static_cast<size_t>(y1 - y0) * ow * 3);
+    float* rows = rows_.Get(static_cast<size_t>(y1 - y0) * ow * 3 + 1);
+    // Every output pixel reads the same number of source pixels (`len`, the
+    // widest tap window; narrower ones padded with zero weights and shifted
+    // inside the region), so the tap loop's trip count never changes within
+    // an image and its exit is always predicted. A zero weight adds exactly
+    // 0: the sums are unchanged.
+    int len = 0;
+    for (int x = 0; x < ow; ++x) len = std::max(len, xtaps_.count[x]);
+    len = std::min(len, region.width);
+    int* hstart = hstart_.Get(ow);
+    float* hw = hw_.Get(static_cast<size_t>(ow) * len);
+    for (int x = 0; x < ow; ++x) {
+      const int start = xtaps_.start[x] - region.x;
+      const int at = std::min(start, region.width - len);
+      float* w = hw + static_cast<size_t>(x) * len;
+      std::fill(w, w + len, 0.0f);
+      std::copy_n(&xtaps_.w[static_cast<size_t>(x) * xtaps_.stride], xtaps_.count[x],
+                  w + (start - at));
+      hstart[x] = at * 3;
+    }
+    // One 4-lane accumulator per output pixel: lanes 0-2 are R, G, B, lane 3
+    // (the next pixel's first byte) is dropped; each tap is one 4-byte load,
+    // one conversion and one multiply-add for all three channels.
     for (int y = y0; y < y1; ++y) {
       const uint8_t* s = src + static_cast<size_t>(y - region.y) * src_stride;
       float* r = rows + static_cast<size_t>(y - y0) * ow * 3;
-      for (int x = 0; x < ow; ++x) {
-        const float* w = &xtaps_.w[static_cast<size_t>(x) * xtaps_.stride];
-        const uint8_t* p = s + static_cast<size_t>(xtaps_.start[x] - region.x) * 3;
-        float a0 = 0, a1 = 0, a2 = 0;
-        for (int k = 0, n = xtaps_.count[x]; k < n; ++k) {
-          a0 += w[k] * p[3 * k];
-          a1 += w[k] * p[3 * k + 1];
-          a2 += w[k] * p[3 * k + 2];
-        }
-        r[3 * x] = a0;
-        r[3 * x + 1] = a1;
-        r[3 * x + 2] = a2;
+      const float* w = hw;
+      for (int x = 0; x < ow; ++x, w += len) {
+        const uint8_t* p = s + hstart[x];
+        V4f a = w[0] * LoadPixel(p);
+        for (int k = 1; k < len; ++k) a += w[k] * LoadPixel(p + 3 * k);
+        // Writes 4 floats; the 4th is overwritten by the next pixel (rows_
+        // has one float of slack for the last).
+        std::memcpy(r + 3 * x, &a, sizeof(a));
       }
     }
     const bool chw = options_.layout == ImageLayout::kCHW;
@@ -501,6 +545,8 @@ class ImagePipelineImpl final : public ImagePipeline {
   Scratch<uint8_t> rgb_;
   Scratch<JSAMPROW> row_pointers_;
   Scratch<float> rows_;
+  Scratch<int> hstart_;
+  Scratch<float> hw_;
   Scratch<float> acc_;
   Taps xtaps_;
   Taps ytaps_;
