@@ -25,7 +25,7 @@ DEB_PACKAGES := build-essential cmake ninja-build ccache pkg-config \
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler \
   python3-torch openmpi-bin libturbojpeg0-dev libjpeg62-turbo-dev python3-pil liburing-dev \
   libsnappy-dev libbrotli-dev zlib1g-dev \
-  libsqlite3-dev libpq-dev postgresql python3-jsonschema libssl-dev chromium
+  libsqlite3-dev libpq-dev postgresql python3-jsonschema python3-rfc3987 libssl-dev chromium
 
 ifneq ($(SAN),)
   BUILD := build-$(SAN)

@@ -14,6 +14,16 @@
 //                     pipeline in PIL (bench/jpeg_pil_baseline.py, torchvision
 //                     semantics, one process) on the same files; and PIL with
 //                     draft() (its scaled decode), which torchvision does not use.
+//                     Entropy indexes off (index_cache_mb = 0) in this and
+//                     the rows below unless named.
+//   jpeg/rrc-flip-64-indexed      the same with entropy indexes (jpeg_index.h)
+//                                 built beforehand: every later epoch of a
+//                                 training run; peer: jpeg/rrc-flip-64.
+//   jpeg/rrc-flip-64-index-build  the epoch that builds the indexes (the
+//                                 images' second sighting): index + decode;
+//                                 peer: jpeg/rrc-flip-64.
+//   jpeg/index-build, jpeg/splice BuildJpegIndex and JpegSplicer::Splice of
+//                                 a random-resized crop's MCUs alone.
 //   jpeg/rrc-flip-64-nocrop       the same with crop_decode = false (every
 //                                 row and column decoded, as before crop
 //                                 decoding); peer: jpeg/rrc-flip-64.
@@ -40,6 +50,7 @@
 #include "bench_util.h"
 #include "flywheel/base/rng.h"
 #include "flywheel/loader/transforms/image.h"
+#include "flywheel/loader/transforms/jpeg_index.h"
 #include "flywheel/loader/transforms/jpeg_testing.h"
 #include "flywheel/loader/transforms/packing.h"
 
@@ -108,9 +119,11 @@ double MemcpyOnce(const Docs& d) {
 
 // ---- JPEG ----
 
+// With `cache` null: no entropy indexes.
 double PipelineOnce(const std::vector<std::vector<uint8_t>>& corpus, const ImageOptions& o,
-                    double seconds, uint64_t* key) {
-  auto p = CheckResult(ImagePipeline::Create(o), "pipeline");
+                    double seconds, uint64_t* key,
+                    std::shared_ptr<loader::JpegIndexCache> cache = nullptr) {
+  auto p = CheckResult(ImagePipeline::Create(o, std::move(cache)), "pipeline");
   constexpr int kBatch = 256;
   std::vector<float> batch(p->output_bytes() * kBatch / sizeof(float) + 1);
   uint8_t* slots = reinterpret_cast<uint8_t*>(batch.data());
@@ -125,6 +138,70 @@ double PipelineOnce(const std::vector<std::vector<uint8_t>>& corpus, const Image
     }
     elapsed = Now() - start;
   }
+  return static_cast<double>(done) / elapsed;
+}
+
+// One pass over the corpus by a pipeline with a fresh index cache that has
+// seen every image once: the pass that builds the indexes (images/s).
+double IndexBuildEpoch(const std::vector<std::vector<uint8_t>>& corpus, const ImageOptions& o,
+                       uint64_t* key) {
+  auto cache = std::make_shared<loader::JpegIndexCache>(int64_t{1} << 30);
+  for (const auto& jpeg : corpus) cache->Find(loader::JpegIndexCache::KeyOf(jpeg), nullptr);
+  auto p = CheckResult(ImagePipeline::Create(o, cache), "pipeline");
+  std::vector<uint8_t> slot(p->output_bytes());
+  const double start = Now();
+  for (const auto& jpeg : corpus) Check(p->Run(jpeg, Mix64((*key)++), slot), "run");
+  const double elapsed = Now() - start;
+  Check(cache->stats().built == static_cast<int64_t>(corpus.size())
+            ? absl::OkStatus()
+            : absl::InternalError("not every image was indexed"),
+        "index build");
+  return static_cast<double>(corpus.size()) / elapsed;
+}
+
+// BuildJpegIndex alone (images/s).
+double IndexOnlyOnce(const std::vector<std::vector<uint8_t>>& corpus, double seconds) {
+  int64_t done = 0;
+  size_t bytes = 0;
+  const double start = Now();
+  double elapsed = 0;
+  while (elapsed < seconds) {
+    for (const auto& jpeg : corpus) {
+      bytes += CheckResult(loader::BuildJpegIndex(jpeg), "index").bytes();
+      ++done;
+    }
+    elapsed = Now() - start;
+  }
+  if (bytes == 0) std::puts("");
+  return static_cast<double>(done) / elapsed;
+}
+
+// JpegSplicer::Splice of a random crop's MCUs (a quarter of each side to
+// the whole image), images/s.
+double SpliceOnlyOnce(const std::vector<std::vector<uint8_t>>& corpus, double seconds) {
+  std::vector<loader::JpegIndex> indexes;
+  for (const auto& jpeg : corpus) indexes.push_back(CheckResult(loader::BuildJpegIndex(jpeg), "index"));
+  loader::JpegSplicer splicer;
+  SplitMix64 rng(1);
+  int64_t done = 0;
+  size_t bytes = 0;
+  const double start = Now();
+  double elapsed = 0;
+  while (elapsed < seconds) {
+    for (size_t i = 0; i < corpus.size(); ++i) {
+      const auto& ix = indexes[i];
+      loader::McuRect r;
+      const int w = 1 + static_cast<int>(rng.Uniform(ix.mcus_x)), h = 1 + static_cast<int>(rng.Uniform(ix.mcus_y));
+      r.x0 = static_cast<int>(rng.Uniform(ix.mcus_x - w + 1));
+      r.y0 = static_cast<int>(rng.Uniform(ix.mcus_y - h + 1));
+      r.x1 = r.x0 + w;
+      r.y1 = r.y0 + h;
+      bytes += CheckResult(splicer.Splice(corpus[i], ix, r), "splice").size();
+      ++done;
+    }
+    elapsed = Now() - start;
+  }
+  if (bytes == 0) std::puts("");
   return static_cast<double>(done) / elapsed;
 }
 
@@ -213,6 +290,17 @@ void RunJpeg(const Flags& flags, Report& report) {
 
   ImageOptions rrc;
   rrc.height = rrc.width = 64;
+  rrc.index_cache_mb = 0;
+  // Indexes built by two passes (first sighting, second), outside the timing.
+  auto cache = std::make_shared<loader::JpegIndexCache>(int64_t{1} << 30);
+  {
+    uint64_t k = 0;
+    auto p = CheckResult(ImagePipeline::Create(rrc, cache), "pipeline");
+    std::vector<uint8_t> slot(p->output_bytes());
+    for (int pass = 0; pass < 2; ++pass) {
+      for (const auto& jpeg : corpus) Check(p->Run(jpeg, Mix64(k++), slot), "run");
+    }
+  }
   ImageOptions nocrop = rrc;
   nocrop.crop_decode = false;
   ImageOptions fastup = rrc;
@@ -230,10 +318,15 @@ void RunJpeg(const Flags& flags, Report& report) {
   eval.std = loader::kImageNetStd;
 
   // Alternate the workloads' runs (and the PIL peer's) so load bursts hit all.
-  std::vector<double> r_rrc, r_nocrop, r_full, r_eval, r_decode, r_fastup, r_fast;
+  std::vector<double> r_rrc, r_nocrop, r_full, r_eval, r_decode, r_fastup, r_fast, r_indexed,
+      r_build_epoch, r_index, r_splice;
   uint64_t key = 0;
   for (int64_t r = 0; r < repeats; ++r) {
     r_rrc.push_back(PipelineOnce(corpus, rrc, seconds, &key));
+    r_indexed.push_back(PipelineOnce(corpus, rrc, seconds, &key, cache));
+    r_build_epoch.push_back(IndexBuildEpoch(corpus, rrc, &key));
+    r_index.push_back(IndexOnlyOnce(corpus, seconds));
+    r_splice.push_back(SpliceOnlyOnce(corpus, seconds));
     r_nocrop.push_back(PipelineOnce(corpus, nocrop, seconds, &key));
     r_fastup.push_back(PipelineOnce(corpus, fastup, seconds, &key));
     r_fast.push_back(PipelineOnce(corpus, fast, seconds, &key));
@@ -256,6 +349,20 @@ void RunJpeg(const Flags& flags, Report& report) {
   report.Add({"jpeg/rrc-flip-64-vs-pil-draft", "images/s", Best(r_rrc),
               "PIL with draft() scaled decode", pil_draft, 0,
               "as above; PIL peer uses JPEG draft mode", with(r_rrc)});
+  report.Add({"jpeg/rrc-flip-64-indexed", "images/s", Best(r_indexed), "no indexes (jpeg/rrc-flip-64)",
+              Best(r_rrc), 0, "entropy indexes built beforehand (every epoch after the second)",
+              with(r_indexed)});
+  report.Add({"jpeg/rrc-flip-64-indexed-vs-pil-draft", "images/s", Best(r_indexed),
+              "PIL with draft() scaled decode", pil_draft, 0, "as above; PIL peer uses JPEG draft mode",
+              with(r_indexed)});
+  report.Add({"jpeg/rrc-flip-64-index-build", "images/s", Best(r_build_epoch),
+              "no indexes (jpeg/rrc-flip-64)", Best(r_rrc), 0,
+              "the pass that builds every image's index (second sighting), one pass of the corpus",
+              with(r_build_epoch)});
+  report.Add({"jpeg/index-build", "images/s", Best(r_index), "full-size tjDecompress2 only",
+              Best(r_decode), 0, "BuildJpegIndex alone", with(r_index)});
+  report.Add({"jpeg/splice", "images/s", Best(r_splice), "no indexes (jpeg/rrc-flip-64)", Best(r_rrc), 0,
+              "JpegSplicer::Splice of a random rectangle of MCUs alone", with(r_splice)});
   report.Add({"jpeg/rrc-flip-64-fast-upsample", "images/s", Best(r_fastup), "the default (jpeg/rrc-flip-64)",
               Best(r_rrc), 0, "fast_upsample = true: merged chroma upsampling", with(r_fastup)});
   report.Add({"jpeg/rrc-flip-64-fast", "images/s", Best(r_fast), "PIL (torchvision transforms)", pil_rate, 0,

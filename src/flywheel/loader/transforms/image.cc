@@ -23,6 +23,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "flywheel/base/rng.h"
+#include "flywheel/loader/transforms/jpeg_index.h"
 
 namespace flywheel::loader {
 namespace {
@@ -121,6 +122,15 @@ void ComputeTaps(double src0, double src_len, int src_size, int out_size, Taps* 
       w[0] = 1.0f;
     } else {
       for (int j = lo; j < hi; ++j) w[j - lo] = static_cast<float>(w[j - lo] / sum);
+      // Samples exactly at the filter's reach weigh 0: drop them from both
+      // ends (they add nothing; fewer taps and a smaller decoded region).
+      int skip = 0;
+      while (hi - lo - skip > 1 && w[skip] == 0.0f) ++skip;
+      if (skip > 0) {
+        std::memmove(w, w + skip, static_cast<size_t>(hi - lo - skip) * sizeof(float));
+        lo += skip;
+      }
+      while (hi - lo > 1 && w[hi - lo - 1] == 0.0f) --hi;
     }
     t->start[i] = lo;
     t->count[i] = hi - lo;
@@ -203,7 +213,8 @@ void OnJpegProgress(j_common_ptr cinfo) {
 
 class ImagePipelineImpl final : public ImagePipeline {
  public:
-  explicit ImagePipelineImpl(const ImageOptions& options) : options_(options) {
+  ImagePipelineImpl(const ImageOptions& options, std::shared_ptr<JpegIndexCache> cache)
+      : options_(options), cache_(options.crop_decode ? std::move(cache) : nullptr) {
     for (int c = 0; c < 3; ++c) {
       mul_[c] = 1.0f / (255.0f * options_.std[c]);
       add_[c] = -options_.mean[c] / options_.std[c];
@@ -287,7 +298,9 @@ class ImagePipelineImpl final : public ImagePipeline {
       region.height = y1 - y0;
     }
     const bool cmyk = info.colorspace == "cmyk" || info.colorspace == "ycck";
-    const uint8_t* decoded = Decode(scale, sw, sh, cmyk, &region);
+    const uint8_t* decoded = nullptr;
+    const bool indexed = DecodeIndexed(jpeg, scale, cmyk, &region, &decoded);
+    if (!indexed) decoded = Decode(scale, sw, sh, cmyk, &region);
     if (decoded == nullptr) {
       return absl::DataLossError(absl::StrCat("corrupt JPEG (", W, "x", H, " ", info.colorspace,
                                               ", ", jpeg.size(), " bytes): ", err_.message));
@@ -296,7 +309,7 @@ class ImagePipelineImpl final : public ImagePipeline {
     if (cmyk) rgb = CmykToRgb(decoded, static_cast<size_t>(region.width) * region.height);
     Resample(rgb, region, flip, dst.data());
 
-    last_ = ImageTrace{std::move(info), crop, flip, scale.num, scale.denom, sw, sh, region};
+    last_ = ImageTrace{std::move(info), crop, flip, scale.num, scale.denom, sw, sh, region, indexed};
     return absl::OkStatus();
   }
 
@@ -342,6 +355,67 @@ class ImagePipelineImpl final : public ImagePipeline {
       return bad;
     }
     return JpegInfo{static_cast<int>(w), static_cast<int>(h), name};
+  }
+
+  // With an index for `jpeg` (or the cache's go-ahead to build one): splices
+  // a JPEG of the MCUs under *region and decodes that instead. Returns false
+  // (cinfo_ still holding `jpeg`'s header) when it did not; true when it
+  // did, with *decoded and *region as Decode sets them.
+  // REQUIRES: cinfo_ holds `jpeg`'s parsed header.
+  bool DecodeIndexed(std::span<const uint8_t> jpeg, Scale scale, bool cmyk, CropBox* region,
+                     const uint8_t** decoded) {
+    if (cache_ == nullptr) return false;
+    const JpegIndexCache::Key key = JpegIndexCache::KeyOf(jpeg);
+    bool build = false;
+    std::shared_ptr<const JpegIndex> index = cache_->Find(key, &build);
+    if (index == nullptr && build) {
+      Result<JpegIndex> built = BuildJpegIndex(jpeg);
+      if (built.ok()) index = std::make_shared<const JpegIndex>(*std::move(built));
+      cache_->Put(key, index);
+    }
+    if (index == nullptr) return false;
+    // MCUs are whole blocks at every decode scale: dx x dy decoded pixels.
+    const int nx = index->mcu_width * scale.num, ny = index->mcu_height * scale.num;
+    if (nx % scale.denom != 0 || ny % scale.denom != 0) return false;
+    const int dx = nx / scale.denom, dy = ny / scale.denom;
+    McuRect rect{region->x / dx, region->y / dy,
+                 std::min(index->mcus_x, (region->x + region->width + dx - 1) / dx),
+                 std::min(index->mcus_y, (region->y + region->height + dy - 1) / dy)};
+    if (scale.num == scale.denom) {
+      // At full scale chroma is upsampled from neighbouring samples, and the
+      // spliced JPEG's edges are image edges: keep a pixel between them and
+      // the region (one more MCU), unless they are the image's own edges.
+      if (rect.x0 > 0 && region->x - rect.x0 * dx < 1) --rect.x0;
+      if (rect.y0 > 0 && region->y - rect.y0 * dy < 1) --rect.y0;
+      if (rect.x1 < index->mcus_x && rect.x1 * dx - (region->x + region->width) < 1) ++rect.x1;
+      if (rect.y1 < index->mcus_y && rect.y1 * dy - (region->y + region->height) < 1) ++rect.y1;
+    }
+    if (rect.x0 == 0 && rect.y0 == 0 && rect.x1 == index->mcus_x && rect.y1 == index->mcus_y) {
+      return false;  // the whole image: nothing to skip
+    }
+    Result<std::span<const uint8_t>> spliced = splicer_.Splice(jpeg, *index, rect);
+    if (!spliced.ok()) return false;
+    jpeg_abort_decompress(&cinfo_);
+    CropBox r = *region;
+    r.x -= rect.x0 * dx;
+    r.y -= rect.y0 * dy;
+    const uint8_t* out = nullptr;
+    if (ParseHeader(*spliced)) {
+      out = Decode(scale, Scaled(static_cast<int>(cinfo_.image_width), scale),
+                   Scaled(static_cast<int>(cinfo_.image_height), scale), cmyk, &r);
+    }
+    if (out == nullptr) {
+      // Not expected for an image that indexed cleanly; decode it the
+      // ordinary way so errors read as they always have.
+      if (ParseHeader(jpeg)) return false;
+      *decoded = nullptr;  // cannot happen: the header parsed before
+      return true;
+    }
+    r.x += rect.x0 * dx;
+    r.y += rect.y0 * dy;
+    *region = r;
+    *decoded = out;
+    return true;
   }
 
   // false (message in err_) on error, with cinfo_ reset.
@@ -534,6 +608,8 @@ class ImagePipelineImpl final : public ImagePipeline {
   }
 
   const ImageOptions options_;
+  const std::shared_ptr<JpegIndexCache> cache_;
+  JpegSplicer splicer_;
   // Declared before cinfo_'s users; cinfo_.err points at err_.
   JpegErrors err_;
   jpeg_progress_mgr progress_ = {};
@@ -587,6 +663,9 @@ Status ImageOptions::Validate() const {
     }
   }
   if (max_pixels < 1) return bad("max_pixels", max_pixels, "must be >= 1");
+  if (index_cache_mb < 0 || index_cache_mb > (int64_t{1} << 20)) {
+    return bad("index_cache_mb", index_cache_mb, "must be in [0, 1048576] (0 = off)");
+  }
   return absl::OkStatus();
 }
 
@@ -650,7 +729,15 @@ bool SampleFlip(uint64_t key, const ImageOptions& o) {
 
 Result<std::unique_ptr<ImagePipeline>> ImagePipeline::Create(const ImageOptions& options) {
   FW_RETURN_IF_ERROR(options.Validate());
-  auto pipeline = std::make_unique<ImagePipelineImpl>(options);
+  return Create(options, options.index_cache_mb > 0
+                             ? JpegIndexCache::Shared(options.index_cache_mb << 20)
+                             : nullptr);
+}
+
+Result<std::unique_ptr<ImagePipeline>> ImagePipeline::Create(
+    const ImageOptions& options, std::shared_ptr<JpegIndexCache> cache) {
+  FW_RETURN_IF_ERROR(options.Validate());
+  auto pipeline = std::make_unique<ImagePipelineImpl>(options, std::move(cache));
   FW_RETURN_IF_ERROR(pipeline->Init());
   return std::unique_ptr<ImagePipeline>(std::move(pipeline));
 }

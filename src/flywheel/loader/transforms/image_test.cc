@@ -390,16 +390,19 @@ TEST(ImagePipelineTest, CropDecodeDecodesOnlyAroundTheCrop) {
   const auto jpeg = Jpeg(Gradient(256, 256), 256, 256);
   ImageOptions o = Small(CropMode::kCenter, 32);
   o.center_fraction = 0.25;  // crop {96, 96, 64, 64}, decoded at 1/2
+  o.index_cache_mb = 0;      // the region of an ordinary decode
   auto p = Pipeline(o);
   std::vector<uint8_t> out(p->output_bytes());
   ASSERT_TRUE(p->Run(jpeg, 0, out).ok());
   const ImageTrace& t = p->last();
   ASSERT_EQ(t.crop, (CropBox{96, 96, 64, 64}));
   ASSERT_EQ(t.decoded_width, 128);
-  // Columns: the scaled crop [48, 80), the tent's reach (1 px each side),
-  // a 1 px margin, then widened left to an iMCU boundary (4 scaled px: 4:4:4
-  // at 1/2): [44, 82). Rows: exactly the taps' [47, 81).
-  EXPECT_EQ(t.decoded_region, (CropBox{44, 47, 38, 34}));
+  // The scaled crop is [48, 80) and maps 1:1 onto the output, so each
+  // output pixel has one tap (the tent's neighbours weigh 0 and are
+  // dropped). Columns: [48, 80), a 1 px margin, then widened left to an
+  // iMCU boundary (4 scaled px: 4:4:4 at 1/2): [44, 81). Rows: exactly the
+  // taps' [48, 80).
+  EXPECT_EQ(t.decoded_region, (CropBox{44, 48, 37, 32}));
 }
 
 // Data below the crop is never read with crop_decode, so a file truncated
