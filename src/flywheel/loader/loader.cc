@@ -136,6 +136,10 @@ struct Slot {
   std::vector<AlignedBuffer> offsets;
   std::vector<AlignedBuffer> validity;
   std::vector<AlignedBuffer> images;  // transformed image columns
+  // Image columns are not copied: each row's encoded bytes are read where
+  // they lie (image_src[c][row]) from pages held here until the transform.
+  std::vector<std::vector<const uint8_t*>> image_src;
+  std::vector<format::Column> held;
   int64_t skipped = 0;                // rows OnError::kSkip left out of `batch`
 };
 
@@ -159,6 +163,7 @@ class SlotPool : public std::enable_shared_from_this<SlotPool> {
       s->offsets = std::vector<AlignedBuffer>(num_columns_);
       s->validity = std::vector<AlignedBuffer>(num_columns_);
       s->images = std::vector<AlignedBuffer>(num_columns_);
+      s->image_src = std::vector<std::vector<const uint8_t*>>(num_columns_);
     }
     std::weak_ptr<SlotPool> weak = weak_from_this();
     return std::shared_ptr<Slot>(s.release(), [weak](Slot* p) {
@@ -807,6 +812,7 @@ Status LoaderImpl::Fill(const Ticket& t, Slot* slot) {
   std::vector<int64_t> sorted(n);
   SortByStorage(b.tables, addr, &sorted);
   b.columns.resize(out_.size());
+  slot->held.clear();  // left by a batch that stopped between gather and transform
   std::vector<RowPlace> places;
   for (size_t c = 0; c < out_.size(); ++c) {
     if (Stale(t)) return absl::CancelledError("superseded");
@@ -816,9 +822,9 @@ Status LoaderImpl::Fill(const Ticket& t, Slot* slot) {
   }
   slot->skipped = 0;
   if (!options_.images.empty()) {
-    if (Stale(t)) return absl::CancelledError("superseded");
     const auto t0 = std::chrono::steady_clock::now();
-    Status s = TransformImages(t, slot);
+    Status s = Stale(t) ? absl::CancelledError("superseded") : TransformImages(t, slot);
+    slot->held.clear();  // the pages the image bytes were read from
     transform_nanos_.fetch_add(NanosSince(t0), std::memory_order_relaxed);
     FW_RETURN_IF_ERROR(s);
   }
@@ -862,9 +868,8 @@ Status LoaderImpl::TransformImages(const Ticket& t, Slot* slot) {
       if (!valid) {
         s = absl::InvalidArgumentError("the image is null");
       } else {
-        const auto begin = static_cast<size_t>(bc.offsets[i]);
         const auto len = static_cast<size_t>(bc.offsets[i + 1] - bc.offsets[i]);
-        s = pipe->Run(std::span<const uint8_t>(bc.values + begin, len),
+        s = pipe->Run(std::span<const uint8_t>(slot->image_src[c][i], len),
                       RowKey(options_.seed, t.at.epoch, b.tables[i], b.indices[i]),
                       std::span<uint8_t>(out + static_cast<size_t>(i) * w, w));
       }
@@ -881,6 +886,7 @@ Status LoaderImpl::TransformImages(const Ticket& t, Slot* slot) {
                                              " (on_error=skip leaves such rows out)"));
     }
     ReleasePipeline(oc.image, std::move(pipe));
+    slot->image_src[c].clear();
     FW_RETURN_IF_ERROR(failed);
     bc.type = oc.out_type;
     bc.nullable = false;
@@ -1004,8 +1010,14 @@ Status LoaderImpl::Gather(int c, const std::vector<int64_t>& sorted, const std::
     const size_t es = oc.elem_size;
     int64_t* offsets =
         reinterpret_cast<int64_t*>(slot->offsets[c].Reserve(static_cast<size_t>(n + 1) * 8));
-    std::vector<const uint8_t*> src_ptr(n);
-    std::vector<Column> held;
+    // Image columns keep the pointers and pages for TransformImages
+    // instead of copying the bytes.
+    const bool by_reference = oc.image >= 0;
+    std::vector<const uint8_t*> local_src;
+    std::vector<const uint8_t*>& src_ptr = by_reference ? slot->image_src[c] : local_src;
+    src_ptr.assign(static_cast<size_t>(n), nullptr);
+    std::vector<Column> local_held;
+    std::vector<Column>& held = by_reference ? slot->held : local_held;
     const uint8_t* last_values = nullptr;
     FW_RETURN_IF_ERROR(walk([&](int64_t pos, const Column& col, int64_t local) {
       const int64_t* o = col.offsets_data();
@@ -1021,6 +1033,13 @@ Status LoaderImpl::Gather(int c, const std::vector<int64_t>& sorted, const std::
     offsets[0] = 0;
     for (int64_t i = 0; i < n; ++i) offsets[i + 1] += offsets[i];
     const size_t bytes = static_cast<size_t>(offsets[n]) * es;
+    if (by_reference) {
+      bc.values = nullptr;
+      bc.values_size = bytes;
+      bc.offsets = offsets;
+      if (validity && bc.null_count > 0) bc.validity = validity;
+      return absl::OkStatus();
+    }
     uint8_t* out = slot->values[c].Reserve(std::max<size_t>(1, bytes));
     for (int64_t i = 0; i < n; ++i) {
       const size_t len = static_cast<size_t>(offsets[i + 1] - offsets[i]) * es;
