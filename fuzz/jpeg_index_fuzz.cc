@@ -6,8 +6,10 @@
 // message; a built index is consistent (sizes match the MCU grid, MCU
 // offsets strictly increase); a splice of a rectangle inside the grid
 // succeeds or is Unimplemented, and one outside it is InvalidArgument;
-// a spliced JPEG has the rectangle's size in its header.
+// a spliced JPEG has the rectangle's size in its header; every MCU of a
+// rectangle decodes with DecodeMcu, and none past it.
 #include <cstdint>
+#include <algorithm>
 #include <cstring>
 #include <memory>
 #include <span>
@@ -66,6 +68,24 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     rect.y0 = r[4 * k + 1] % ix.mcus_y;
     rect.x1 = rect.x0 + 1 + r[4 * k + 2] % (ix.mcus_x - rect.x0);
     rect.y1 = rect.y0 + 1 + r[4 * k + 3] % (ix.mcus_y - rect.y0);
+    // Decoding the rectangle's MCUs directly: every one decodes (the index
+    // was built from these bytes), and nothing past them.
+    auto headers = splicer.SpliceHeaders(jpeg, ix, rect);
+    if (headers.ok()) {
+      const int n = splicer.blocks_per_mcu();
+      Check(n >= 1 && n <= 10);
+      std::vector<int16_t> blocks(static_cast<size_t>(n) * 64);
+      std::vector<int16_t*> ptrs;
+      for (int b = 0; b < n; ++b) ptrs.push_back(&blocks[static_cast<size_t>(b) * 64]);
+      const int64_t count = int64_t{rect.x1 - rect.x0} * (rect.y1 - rect.y0);
+      for (int64_t m = 0; m < count; ++m) {
+        std::fill(blocks.begin(), blocks.end(), 0);
+        Check(splicer.DecodeMcu(m % 3 == 2 ? nullptr : ptrs.data()));
+      }
+      Check(!splicer.DecodeMcu(ptrs.data()));
+    } else {
+      Check(headers.status().code() == absl::StatusCode::kUnimplemented);
+    }
     auto spliced = splicer.Splice(jpeg, ix, rect);
     if (!spliced.ok()) {
       Check(spliced.status().code() == absl::StatusCode::kUnimplemented);

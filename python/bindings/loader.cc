@@ -92,6 +92,7 @@ py::dict StatsToPython(const LoaderStats& s) {
   d["readahead_batches"] = s.readahead_batches;
   d["skipped_rows"] = s.skipped_rows;
   d["transform_seconds"] = s.transform_seconds;
+  d["indexed_images"] = s.indexed_images;
   return d;
 }
 

@@ -370,6 +370,7 @@ class LoaderImpl final : public Loader {
   std::atomic<uint64_t> generation_{0};
   std::atomic<int64_t> assemble_nanos_{0};
   std::atomic<int64_t> transform_nanos_{0};
+  std::atomic<int64_t> indexed_images_{0};
   // Idle image pipelines (TurboJPEG handles + scratch) per images entry.
   absl::Mutex pipes_mu_;
   std::vector<std::vector<std::unique_ptr<ImagePipeline>>> pipes_ ABSL_GUARDED_BY(pipes_mu_);
@@ -853,6 +854,7 @@ Status LoaderImpl::TransformImages(const Ticket& t, Slot* slot) {
   Batch& b = slot->batch;
   const int64_t n = b.num_rows;
   std::vector<uint8_t> drop;
+  int64_t indexed = 0;
   for (size_t c = 0; c < out_.size(); ++c) {
     const OutColumn& oc = out_[c];
     if (oc.image < 0) continue;
@@ -873,7 +875,10 @@ Status LoaderImpl::TransformImages(const Ticket& t, Slot* slot) {
                       RowKey(options_.seed, t.at.epoch, b.tables[i], b.indices[i]),
                       std::span<uint8_t>(out + static_cast<size_t>(i) * w, w));
       }
-      if (s.ok()) continue;
+      if (s.ok()) {
+        indexed += pipe->last().indexed;
+        continue;
+      }
       if (options_.on_error == OnError::kSkip) {
         if (drop.empty()) drop.assign(static_cast<size_t>(n), 0);
         drop[i] = 1;
@@ -886,6 +891,8 @@ Status LoaderImpl::TransformImages(const Ticket& t, Slot* slot) {
                                              " (on_error=skip leaves such rows out)"));
     }
     ReleasePipeline(oc.image, std::move(pipe));
+    indexed_images_.fetch_add(indexed, std::memory_order_relaxed);
+    indexed = 0;
     slot->image_src[c].clear();
     FW_RETURN_IF_ERROR(failed);
     bc.type = oc.out_type;
@@ -1197,6 +1204,7 @@ LoaderStats LoaderImpl::stats() const {
   s.decode_seconds = static_cast<double>(p.decode_nanos) * 1e-9;
   const double fill = static_cast<double>(assemble_nanos_.load(std::memory_order_relaxed)) * 1e-9;
   s.transform_seconds = static_cast<double>(transform_nanos_.load(std::memory_order_relaxed)) * 1e-9;
+  s.indexed_images = indexed_images_.load(std::memory_order_relaxed);
   s.assemble_seconds = std::max(0.0, fill - s.io_seconds - s.decode_seconds - s.transform_seconds);
   return s;
 }

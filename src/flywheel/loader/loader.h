@@ -160,6 +160,9 @@ struct LoaderStats {
   int64_t rows = 0;
   int64_t skipped_rows = 0;        // left out by OnError::kSkip
   double transform_seconds = 0;    // decoding and transforming images
+  // Images decoded through an entropy index (ImageOptions::index_cache_mb):
+  // only the blocks around their crop were Huffman-decoded.
+  int64_t indexed_images = 0;
   int64_t bytes = 0;          // bytes of column data handed out
   int64_t pages_fetched = 0;  // pages decoded
   int64_t page_cache_hits = 0;

@@ -109,6 +109,49 @@ TEST_F(LoaderImagesTest, SkipLeavesUndecodableRowsOutAndDecodesTheRestDeterminis
   }
 }
 
+TEST_F(LoaderImagesTest, EntropyIndexesServeLaterEpochsWithTheSameBytes) {
+  // Images no other test in this process has seen (the index cache is
+  // process-wide).
+  table::TableOptions to;
+  to.fs = io::PosixFileSystem(io::PosixOptions{.sync = false});
+  auto corpus = testing_util::SyntheticJpegCorpus(24, /*first=*/7000);
+  std::vector<std::string> jpegs;
+  for (const auto& j : corpus) jpegs.emplace_back(j.begin(), j.end());
+  format::RecordBatch rb;
+  rb.schema = *format::Schema::Parse("jpeg:binary");
+  rb.num_rows = static_cast<int64_t>(jpegs.size());
+  rb.columns.push_back(format::MakeStringColumn(jpegs, /*binary=*/true));
+  auto t = table::Table::Create(tmp_.Sub("fresh"), rb.schema, to);
+  ASSERT_TRUE(t.ok()) << t.status();
+  ASSERT_TRUE((*t)->Append(rb).ok());
+  auto epoch_bytes = [](Loader& l) {
+    std::string bytes;
+    while (true) {
+      auto b = l.Next(absl::Seconds(30));
+      EXPECT_TRUE(b.ok()) << b.status();
+      if (!b.ok() || !*b) break;
+      const BatchColumn* img = (*b)->column("jpeg");
+      bytes.append(reinterpret_cast<const char*>(img->values), img->values_size);
+    }
+    return bytes;
+  };
+  LoaderOptions with = Options(OnError::kFail);
+  with.images[0].options.height = with.images[0].options.width = 24;
+  LoaderOptions without = with;
+  without.images[0].options.index_cache_mb = 0;
+  auto a = Loader::Create({*t}, with);
+  auto b = Loader::Create({*t}, without);
+  ASSERT_TRUE(a.ok() && b.ok());
+  for (int epoch = 0; epoch < 3; ++epoch) {
+    EXPECT_EQ(epoch_bytes(**a), epoch_bytes(**b)) << "epoch " << epoch;
+  }
+  // Epochs 1 and 2 (and what was read ahead of the next ones) go through
+  // the indexes, except crops whose MCUs cover the whole image; epoch 0
+  // does not (first sightings).
+  EXPECT_GE((*a)->stats().indexed_images, 24);
+  EXPECT_EQ((*b)->stats().indexed_images, 0);
+}
+
 TEST_F(LoaderImagesTest, FailNamesTheRowAndKeepsThePosition) {
   auto l = Make(Options(OnError::kFail));
   ASSERT_NE(l, nullptr);

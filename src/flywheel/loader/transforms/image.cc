@@ -6,6 +6,11 @@
 #include <cstdio>
 // clang-format off
 #include <jpeglib.h>
+// For struct jpeg_entropy_decoder: indexed decodes replace libjpeg's Huffman
+// decoder (DecodeMcuFromIndex). Installed with jpeglib.h by
+// libjpeg62-turbo-dev; the struct is unchanged since libjpeg 6b.
+#include <jpegint.h>
+#include <jerror.h>
 // clang-format on
 
 #include <algorithm>
@@ -211,6 +216,23 @@ void OnJpegProgress(j_common_ptr cinfo) {
   std::longjmp(e->jump, 1);
 }
 
+// libjpeg's entropy decoder entry point for indexed decodes: the MCUs come
+// from the JpegSplicer in client_data (which read them from the original
+// JPEG's coded data, SpliceHeaders) instead of from the source manager.
+// MCU_data null: decode and drop (jpeg_skip_scanlines).
+boolean DecodeMcuFromIndex(j_decompress_ptr cinfo, JBLOCKROW* mcu) {
+  auto* splicer = static_cast<JpegSplicer*>(cinfo->client_data);
+  int16_t* blocks[D_MAX_BLOCKS_IN_MCU];
+  if (mcu != nullptr) {
+    for (int b = 0; b < cinfo->blocks_in_MCU; ++b) blocks[b] = mcu[b][0];
+  }
+  if (!splicer->DecodeMcu(mcu != nullptr ? blocks : nullptr)) {
+    cinfo->err->msg_code = JWRN_HUFF_BAD_CODE;  // "Corrupt JPEG data: bad Huffman code"
+    (*cinfo->err->error_exit)(reinterpret_cast<j_common_ptr>(cinfo));
+  }
+  return TRUE;
+}
+
 class ImagePipelineImpl final : public ImagePipeline {
  public:
   ImagePipelineImpl(const ImageOptions& options, std::shared_ptr<JpegIndexCache> cache)
@@ -393,7 +415,9 @@ class ImagePipelineImpl final : public ImagePipeline {
     if (rect.x0 == 0 && rect.y0 == 0 && rect.x1 == index->mcus_x && rect.y1 == index->mcus_y) {
       return false;  // the whole image: nothing to skip
     }
-    Result<std::span<const uint8_t>> spliced = splicer_.Splice(jpeg, *index, rect);
+    // The rectangle's headers only; DecodeMcuFromIndex feeds libjpeg its
+    // coefficients.
+    Result<std::span<const uint8_t>> spliced = splicer_.SpliceHeaders(jpeg, *index, rect);
     if (!spliced.ok()) return false;
     jpeg_abort_decompress(&cinfo_);
     CropBox r = *region;
@@ -402,7 +426,8 @@ class ImagePipelineImpl final : public ImagePipeline {
     const uint8_t* out = nullptr;
     if (ParseHeader(*spliced)) {
       out = Decode(scale, Scaled(static_cast<int>(cinfo_.image_width), scale),
-                   Scaled(static_cast<int>(cinfo_.image_height), scale), cmyk, &r);
+                   Scaled(static_cast<int>(cinfo_.image_height), scale), cmyk, &r,
+                   /*from_splicer=*/true);
     }
     if (out == nullptr) {
       // Not expected for an image that indexed cleanly; decode it the
@@ -439,7 +464,10 @@ class ImagePipelineImpl final : public ImagePipeline {
   // aborted there (or finished, reading up to EOI, when the region reaches
   // the last row). Returns nullptr (message in err_) on error. Either way
   // cinfo_ is ready for the next image.
-  const uint8_t* Decode(Scale scale, int sw, int sh, bool cmyk, CropBox* r) {
+  // With `from_splicer`, cinfo_ holds SpliceHeaders' JPEG and the MCUs come
+  // from splicer_.
+  const uint8_t* Decode(Scale scale, int sw, int sh, bool cmyk, CropBox* r,
+                        bool from_splicer = false) {
     if (setjmp(err_.jump)) {
       jpeg_abort_decompress(&cinfo_);
       return nullptr;
@@ -459,6 +487,18 @@ class ImagePipelineImpl final : public ImagePipeline {
                     cinfo_.output_height, cinfo_.output_components, sw, sh);
       jpeg_abort_decompress(&cinfo_);
       return nullptr;
+    }
+    if (from_splicer) {
+      if (cinfo_.entropy == nullptr || cinfo_.progressive_mode ||
+          cinfo_.blocks_in_MCU != splicer_.blocks_per_mcu()) {
+        std::snprintf(err_.message, sizeof(err_.message),
+                      "libjpeg's MCU (%d blocks) is not the index's (%d)", cinfo_.blocks_in_MCU,
+                      splicer_.blocks_per_mcu());
+        jpeg_abort_decompress(&cinfo_);
+        return nullptr;
+      }
+      cinfo_.client_data = &splicer_;
+      cinfo_.entropy->decode_mcu = DecodeMcuFromIndex;
     }
     if (r->width < sw) {
       JDIMENSION x = static_cast<JDIMENSION>(r->x), width = static_cast<JDIMENSION>(r->width);
@@ -487,7 +527,7 @@ class ImagePipelineImpl final : public ImagePipeline {
         return nullptr;
       }
     }
-    if (cinfo_.output_scanline == cinfo_.output_height) {
+    if (cinfo_.output_scanline == cinfo_.output_height && !from_splicer) {
       jpeg_finish_decompress(&cinfo_);
     } else {
       jpeg_abort_decompress(&cinfo_);

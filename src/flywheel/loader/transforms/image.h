@@ -123,9 +123,10 @@ struct ImageOptions {
   bool allow_warnings = false;
   // Entropy indexes (jpeg_index.h): from the second time an image is seen,
   // remember where each 16x16 block group starts in its coded data, so
-  // later decodes of a crop skip the Huffman decoding of everything outside
-  // it (about a third of a random-resized-crop's cost). The output is the
-  // same bytes either way. The indexes live in one process-wide cache of at
+  // later decodes of a crop Huffman-decode only the blocks under it, with
+  // flywheel's faster Huffman decoder (random-resized crops ~1.6x faster;
+  // docs/transforms.md, "Entropy index"). The output is the same bytes
+  // either way. The indexes live in one process-wide cache of at
   // most this many MiB (the largest value any pipeline asks for; 14 bytes
   // per 16x16 pixels of 4:2:0 image, e.g. 3.6 KB for 256x256); images past
   // the budget decode as before. 0 = off. Needs crop_decode.
@@ -176,7 +177,8 @@ struct ImageTrace {
   // The part of the scaled image that was decoded (all of it unless
   // crop_decode), in scaled pixels.
   CropBox decoded_region;
-  // Decoded from a spliced JPEG of the crop's MCUs (index_cache_mb).
+  // Decoded through the image's entropy index: only the MCUs around the
+  // crop were Huffman-decoded (index_cache_mb).
   bool indexed = false;
 };
 

@@ -23,6 +23,7 @@ namespace {
 constexpr int kMaxComponents = 4;
 constexpr int kMaxBlocksPerMcu = 10;  // T.81 B.2.3
 constexpr int kLookupBits = 10;
+constexpr uint32_t kFastEob = 0x80;
 // Zero bytes after the unstuffed data: a block reads at most 64 symbols of
 // at most 16 + 16 bits past a position checked to be inside the data.
 constexpr size_t kPadBytes = 64 * 32 / 8 + 16;
@@ -45,11 +46,22 @@ struct Huffman {
   std::array<uint8_t, 256> values{};
   std::array<uint16_t, 256> code{};
   std::array<uint8_t, 256> length{};  // 0: the symbol has no code
+  // AC tables: a coefficient whose code and value bits together fit in
+  // kLookupBits, decoded by one lookup: (value << 16) | (run << 8) | bits
+  // used; an end of block: (kFastEob << 8) | bits used; 0 for anything
+  // else (longer codes, ZRL).
+  std::array<int32_t, 1 << kLookupBits> fast{};
   // The table's bytes as stored (16 counts + values), to skip rebuilding
   // an identical table.
   std::array<uint8_t, 16 + 256> raw{};
   size_t raw_size = 0;
 };
+
+// T.81 F.2.2.1 EXTEND: `bits` (s of them) as a signed difference.
+inline int32_t Extend(uint32_t bits, int s) {
+  return bits < (1u << (s - 1)) ? static_cast<int32_t>(bits) - (1 << s) + 1
+                                : static_cast<int32_t>(bits);
+}
 
 // Builds `h` from a DHT table (counts of codes of each length 1..16, then
 // the symbols). false for a table libjpeg would refuse: more than 256
@@ -96,6 +108,23 @@ bool BuildHuffman(const uint8_t* counts, const uint8_t* symbols, bool dc, Huffma
     code <<= 1;
   }
   h->maxcode[17] = 0x7fffffff;  // sentinel
+  h->fast.fill(0);
+  if (!dc) {
+    for (uint32_t prefix = 0; prefix < (1u << kLookupBits); ++prefix) {
+      const uint16_t e = h->lookup[prefix];
+      const int l = e >> 8, r = (e >> 4) & 15, size = e & 15;
+      if (e != 0 && size == 0 && r == 0) {  // EOB
+        h->fast[prefix] = static_cast<int32_t>(kFastEob << 8 | static_cast<uint32_t>(l));
+        continue;
+      }
+      if (e == 0 || size == 0 || l + size > kLookupBits) continue;
+      const uint32_t bits = (prefix >> (kLookupBits - l - size)) & ((1u << size) - 1);
+      const int32_t value = Extend(bits, size);
+      h->fast[prefix] = static_cast<int32_t>(static_cast<uint32_t>(value) << 16 |
+                                             static_cast<uint32_t>(r) << 8 |
+                                             static_cast<uint32_t>(l + size));
+    }
+  }
   h->defined = true;
   return true;
 }
@@ -120,12 +149,6 @@ inline uint32_t Decode(const Huffman& h, uint64_t w) {
     }
   }
   return 0;
-}
-
-// T.81 F.2.2.1 EXTEND: `bits` (s of them) as a signed difference.
-inline int32_t Extend(uint32_t bits, int s) {
-  return bits < (1u << (s - 1)) ? static_cast<int32_t>(bits) - (1 << s) + 1
-                                : static_cast<int32_t>(bits);
 }
 
 struct ScanComponent {
@@ -348,27 +371,6 @@ size_t Unstuff(const uint8_t* p, const uint8_t* end, std::vector<uint8_t>* out,
   return size;
 }
 
-// Skips one block's AC coefficients starting at *pos. false on a bad code.
-inline bool SkipAc(const uint8_t* data, const Huffman& ac, uint64_t* pos) {
-  uint64_t at = *pos;
-  for (int k = 1; k < 64;) {
-    const uint64_t w = Window(data, at);
-    const uint32_t e = Decode(ac, w);
-    if (e == 0) return false;
-    const int r = (e >> 4) & 15, s = e & 15;
-    at += (e >> 8) + s;
-    if (s != 0) {
-      k += r + 1;
-    } else if (r == 15) {
-      k += 16;
-    } else {
-      break;
-    }
-  }
-  *pos = at;
-  return true;
-}
-
 // Reads one block's DC difference at *pos (advancing past it).
 inline bool ReadDc(const uint8_t* data, const Huffman& dc, uint64_t* pos, int32_t* diff) {
   const uint64_t w = Window(data, *pos);
@@ -377,6 +379,98 @@ inline bool ReadDc(const uint8_t* data, const Huffman& dc, uint64_t* pos, int32_
   const int l = static_cast<int>(e >> 8), s = static_cast<int>(e & 15);
   *diff = s == 0 ? 0 : Extend(static_cast<uint32_t>((w << l) >> (64 - s)), s);
   *pos += static_cast<uint64_t>(l + s);
+  return true;
+}
+
+// Zigzag position -> natural (row-major) position, with 16 extra entries
+// for a run that overshoots the block (corrupt data), pointing at 63 as
+// libjpeg's jpeg_natural_order does, so such blocks decode the same.
+constexpr std::array<uint8_t, 80> kNatural = {
+    0,  1,  8,  16, 9,  2,  3,  10, 17, 24, 32, 25, 18, 11, 4,  5,  12, 19, 26, 33,
+    40, 48, 41, 34, 27, 20, 13, 6,  7,  14, 21, 28, 35, 42, 49, 56, 57, 50, 43, 36,
+    29, 22, 15, 23, 30, 37, 44, 51, 58, 59, 52, 45, 38, 31, 39, 46, 53, 60, 61, 54,
+    47, 55, 62, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63};
+
+// Reads unstuffed coded data MSB first through a 64-bit buffer whose top
+// `count` bits are the next ones (refilled to at least 56 with one
+// unaligned load, without branches).
+class BitReader {
+ public:
+  BitReader(const uint8_t* data, uint64_t pos) : data_(data), p_(data + (pos >> 3)) {
+    Refill();
+    Consume(static_cast<unsigned>(pos & 7));
+  }
+  void Refill() {
+    uint64_t w;
+    std::memcpy(&w, p_, sizeof(w));
+    buf_ |= __builtin_bswap64(w) >> count_;
+    p_ += (63 - count_) >> 3;
+    count_ |= 56;
+  }
+  uint64_t Peek() const { return buf_; }
+  void Consume(unsigned n) {
+    buf_ <<= n;
+    count_ -= n;
+  }
+  uint64_t Position() const { return static_cast<uint64_t>(p_ - data_) * 8 - count_; }
+
+ private:
+  const uint8_t* data_;
+  const uint8_t* p_;
+  uint64_t buf_ = 0;
+  unsigned count_ = 0;
+};
+
+// Decodes one block: *pred (the component's DC predictor) plus the
+// difference into block[0], the AC coefficients at their natural positions
+// (libjpeg's entropy decoder output: quantized, not dequantized; the block
+// is zero on entry). Without kStore nothing is written. false on a bad code.
+// Each symbol reads at most 16 + 15 bits, which a refill leaves.
+template <bool kStore>
+inline bool DecodeBlock(BitReader& in, const Huffman& dc, const Huffman& ac, int32_t* pred,
+                        int16_t* block) {
+  in.Refill();
+  uint64_t w = in.Peek();
+  uint32_t e = Decode(dc, w);
+  if (e == 0) return false;
+  int l = static_cast<int>(e >> 8), size = static_cast<int>(e & 15);
+  if (size != 0) *pred += Extend(static_cast<uint32_t>((w << l) >> (64 - size)), size);
+  in.Consume(static_cast<unsigned>(l + size));
+  if constexpr (kStore) block[0] = static_cast<int16_t>(*pred);
+  for (int k = 1; k < 64;) {
+    in.Refill();
+    w = in.Peek();
+    const int32_t f = ac.fast[w >> (64 - kLookupBits)];
+    if (f != 0) {
+      in.Consume(static_cast<unsigned>(f & 0xFF));
+      const int run = (f >> 8) & 0xFF;
+      if (run == kFastEob) break;
+      k += run;
+      if constexpr (kStore) block[kNatural[k]] = static_cast<int16_t>(f >> 16);
+      ++k;
+      continue;
+    }
+    e = Decode(ac, w);
+    if (e == 0) return false;
+    l = static_cast<int>(e >> 8);
+    const int r = (e >> 4) & 15;
+    size = e & 15;
+    if (size != 0) {
+      k += r;
+      if constexpr (kStore) {
+        block[kNatural[k]] =
+            static_cast<int16_t>(Extend(static_cast<uint32_t>((w << l) >> (64 - size)), size));
+      }
+      ++k;
+      in.Consume(static_cast<unsigned>(l + size));
+    } else if (r == 15) {
+      k += 16;
+      in.Consume(static_cast<unsigned>(l));
+    } else {
+      in.Consume(static_cast<unsigned>(l));
+      break;
+    }
+  }
   return true;
 }
 
@@ -484,30 +578,29 @@ Result<JpegIndex> BuildJpegIndex(std::span<const uint8_t> jpeg) {
     acs[b] = &ac[l.comp[c].ac_table];
     starts[b] = c > 0 && (b == 0 || l.block_comp[b - 1] != c) ? c - 1 : -1;
   }
-  uint64_t pos = 0;
+  BitReader in(data, 0);
   uint32_t* bit_out = index.bit.data();
   int16_t* dc_out = index.dc.data();
   uint16_t* start_out = index.component_start.data();
   for (size_t m = 0; m < mcus; ++m) {
-    const uint64_t mcu = pos;
-    *bit_out++ = static_cast<uint32_t>(pos);
+    const uint64_t mcu = in.Position();
+    *bit_out++ = static_cast<uint32_t>(mcu);
     for (int c = 0; c < l.ns; ++c) *dc_out++ = static_cast<int16_t>(pred[c]);
     for (int b = 0; b < l.blocks; ++b) {
       // An MCU holds at most 10 blocks of at most 64 * 31 bits: < 2^16.
-      if (starts[b] >= 0) start_out[starts[b]] = static_cast<uint16_t>(pos - mcu);
-      int32_t diff;
-      if (!ReadDc(data, *dcs[b], &pos, &diff) || !SkipAc(data, *acs[b], &pos)) {
+      if (starts[b] >= 0) start_out[starts[b]] = static_cast<uint16_t>(in.Position() - mcu);
+      int32_t& p = pred[l.block_comp[b]];
+      if (!DecodeBlock<false>(in, *dcs[b], *acs[b], &p, nullptr)) {
         return Corrupt(absl::StrCat("bad Huffman code in MCU ", m));
       }
-      if (pos > bits) return Corrupt(absl::StrCat("data ends inside MCU ", m));
+      if (in.Position() > bits) return Corrupt(absl::StrCat("data ends inside MCU ", m));
       // libjpeg keeps predictors in an int; a DC value outside int16 is
       // not a real 8-bit image (they are within +-2048 * 8).
-      int32_t& p = pred[l.block_comp[b]];
-      p += diff;
       if (p < -32768 || p > 32767) return Corrupt("DC value out of range");
     }
     start_out += l.ns - 1;
   }
+  const uint64_t pos = in.Position();
   *bit_out = static_cast<uint32_t>(pos);
   for (int c = 0; c < l.ns; ++c) *dc_out++ = static_cast<int16_t>(pred[c]);
   if ((pos + 7) / 8 != size) return Corrupt("bytes left over after the last MCU");
@@ -527,67 +620,154 @@ struct JpegSplicer::State {
   std::array<Huffman, 4> dc, ac;
   std::vector<uint8_t> unstuffed;
   std::vector<uint8_t> out;
+  // The rectangle being spliced or decoded (Prepare).
+  Layout l;
+  const JpegIndex* index = nullptr;
+  McuRect rect;
+  uint64_t base = 0;   // bit offsets below are index offsets minus base
+  uint64_t limit = 0;  // bits of unstuffed data
+  // DecodeMcu: the next MCU (column x of rectangle row y) and where the
+  // decoder stands.
+  bool decoding = false;
+  int x = 0;
+  int y = 0;
+  uint64_t pos = 0;
+  std::array<int32_t, kMaxComponents> pred{};
+  std::array<const Huffman*, kMaxBlocksPerMcu> dcs{}, acs{};
+
+  uint64_t Bit(size_t i) const { return uint64_t{index->bit[i]} - base; }
+
+  // Checks the rectangle, parses the headers and unstuffs the rectangle's
+  // rows of coded data.
+  Status Prepare(std::span<const uint8_t> jpeg, const JpegIndex& ix, McuRect r) {
+    if (r.x0 < 0 || r.y0 < 0 || r.x1 > ix.mcus_x || r.y1 > ix.mcus_y || r.x0 >= r.x1 ||
+        r.y0 >= r.y1) {
+      return absl::InvalidArgumentError(absl::StrCat("MCU rectangle [", r.x0, ", ", r.x1, ") x [",
+                                                     r.y0, ", ", r.y1, ") is empty or outside the ",
+                                                     ix.mcus_x, "x", ix.mcus_y, " grid"));
+    }
+    index = &ix;
+    rect = r;
+    FW_RETURN_IF_ERROR(
+        ParseLayout(jpeg, &l, dc.data(), ac.data(), static_cast<int64_t>(ix.entropy_bytes)));
+    if (l.mcus_x != ix.mcus_x || l.mcus_y != ix.mcus_y || l.ns != ix.components) {
+      return absl::InvalidArgumentError("the index was built from another JPEG");
+    }
+    const size_t mx = static_cast<size_t>(ix.mcus_x);
+    // Unstuff only the rows in the rectangle: from the byte holding its
+    // first bit to the byte holding the next row's first bit (and its
+    // stuffed zero).
+    const uint8_t* raw = jpeg.data() + l.entropy_begin;
+    const size_t raw_begin = ix.row_raw[r.y0];
+    const size_t raw_end = r.y1 == ix.mcus_y
+                               ? ix.entropy_bytes
+                               : std::min<size_t>(ix.entropy_bytes, ix.row_raw[r.y1] + 2);
+    if (raw_begin > raw_end) return absl::InvalidArgumentError("the index was built from another JPEG");
+    limit = uint64_t{Unstuff(raw + raw_begin, raw + raw_end, &unstuffed)} * 8;
+    base = uint64_t{ix.bit[r.y0 * mx] >> 3} * 8;
+    for (int y = r.y0; y < r.y1; ++y) {
+      const size_t row = static_cast<size_t>(y) * mx;
+      if (ix.bit[row + r.x0] < base || Bit(row + r.x1) > limit ||
+          ix.bit[row + r.x1] < ix.bit[row + r.x0]) {
+        return absl::InvalidArgumentError("the index was built from another JPEG");
+      }
+    }
+    return absl::OkStatus();
+  }
+
+  // Copies the headers (up to the scan's data) into `out` with the frame
+  // size patched to the rectangle's; returns the bytes written.
+  size_t WriteHeaders(std::span<const uint8_t> jpeg, size_t capacity) {
+    out.resize(std::max(out.size(), capacity));
+    std::memcpy(out.data(), jpeg.data(), l.entropy_begin);
+    const int width = rect.x1 == index->mcus_x ? l.width - rect.x0 * l.mcu_width
+                                               : (rect.x1 - rect.x0) * l.mcu_width;
+    const int height = rect.y1 == index->mcus_y ? l.height - rect.y0 * l.mcu_height
+                                                : (rect.y1 - rect.y0) * l.mcu_height;
+    out[l.sof_at] = static_cast<uint8_t>(height >> 8);
+    out[l.sof_at + 1] = static_cast<uint8_t>(height);
+    out[l.sof_at + 2] = static_cast<uint8_t>(width >> 8);
+    out[l.sof_at + 3] = static_cast<uint8_t>(width);
+    return l.entropy_begin;
+  }
+
+  void StartRow() {
+    const size_t first = static_cast<size_t>(rect.y0 + y) * static_cast<size_t>(index->mcus_x) + rect.x0;
+    pos = Bit(first);
+    for (int c = 0; c < l.ns; ++c) pred[c] = index->dc[first * l.ns + c];
+  }
 };
 
 JpegSplicer::JpegSplicer() : state_(std::make_unique<State>()) {}
 JpegSplicer::~JpegSplicer() = default;
 
+Result<std::span<const uint8_t>> JpegSplicer::SpliceHeaders(std::span<const uint8_t> jpeg,
+                                                            const JpegIndex& index, McuRect rect) {
+  State& st = *state_;
+  st.decoding = false;
+  FW_RETURN_IF_ERROR(st.Prepare(jpeg, index, rect));
+  size_t n = st.WriteHeaders(jpeg, st.l.entropy_begin + 2);
+  st.out[n++] = 0xFF;
+  st.out[n++] = 0xD9;
+  for (int b = 0; b < st.l.blocks; ++b) {
+    const ScanComponent& c = st.l.comp[st.l.block_comp[b]];
+    st.dcs[b] = &st.dc[c.dc_table];
+    st.acs[b] = &st.ac[c.ac_table];
+  }
+  st.x = st.y = 0;
+  st.StartRow();
+  st.decoding = true;
+  return std::span<const uint8_t>(st.out.data(), n);
+}
+
+int JpegSplicer::blocks_per_mcu() const { return state_->l.blocks; }
+
+bool JpegSplicer::DecodeMcu(int16_t* const* blocks) {
+  State& st = *state_;
+  if (!st.decoding) return false;
+  if (st.x == st.rect.x1 - st.rect.x0) {
+    if (st.rect.y0 + st.y + 1 >= st.rect.y1) return false;  // past the rectangle
+    st.x = 0;
+    ++st.y;
+    st.StartRow();
+  }
+  BitReader in(st.unstuffed.data(), st.pos);
+  const uint8_t* comp = st.l.block_comp.data();
+  for (int b = 0; b < st.l.blocks; ++b) {
+    int32_t* pred = &st.pred[comp[b]];
+    const bool ok = blocks != nullptr
+                        ? DecodeBlock<true>(in, *st.dcs[b], *st.acs[b], pred, blocks[b])
+                        : DecodeBlock<false>(in, *st.dcs[b], *st.acs[b], pred, nullptr);
+    // A block reads at most 64 symbols of 31 bits: within kPadBytes of the
+    // data even when the index does not match it.
+    if (!ok || in.Position() > st.limit) return false;
+  }
+  st.pos = in.Position();
+  ++st.x;
+  return true;
+}
+
 Result<std::span<const uint8_t>> JpegSplicer::Splice(std::span<const uint8_t> jpeg,
                                                      const JpegIndex& index, McuRect rect) {
-  if (rect.x0 < 0 || rect.y0 < 0 || rect.x1 > index.mcus_x || rect.y1 > index.mcus_y ||
-      rect.x0 >= rect.x1 || rect.y0 >= rect.y1) {
-    return absl::InvalidArgumentError(absl::StrCat("MCU rectangle [", rect.x0, ", ", rect.x1,
-                                                   ") x [", rect.y0, ", ", rect.y1,
-                                                   ") is empty or outside the ", index.mcus_x,
-                                                   "x", index.mcus_y, " grid"));
-  }
   State& st = *state_;
-  Layout l;
-  FW_RETURN_IF_ERROR(
-      ParseLayout(jpeg, &l, st.dc.data(), st.ac.data(), static_cast<int64_t>(index.entropy_bytes)));
-  if (l.mcus_x != index.mcus_x || l.mcus_y != index.mcus_y || l.ns != index.components) {
-    return absl::InvalidArgumentError("the index was built from another JPEG");
-  }
+  st.decoding = false;
+  FW_RETURN_IF_ERROR(st.Prepare(jpeg, index, rect));  // no DecodeMcu after a Splice
+  const Layout& l = st.l;
   const int ns = l.ns;
   const size_t mx = static_cast<size_t>(index.mcus_x);
-  // Unstuff only the rows in the rectangle: from the byte holding its first
-  // bit to the byte holding the next row's first bit (and its stuffed zero).
-  const uint8_t* raw = jpeg.data() + l.entropy_begin;
-  const size_t raw_begin = index.row_raw[rect.y0];
-  const size_t raw_end = rect.y1 == index.mcus_y
-                             ? index.entropy_bytes
-                             : std::min<size_t>(index.entropy_bytes, index.row_raw[rect.y1] + 2);
-  if (raw_begin > raw_end) return absl::InvalidArgumentError("the index was built from another JPEG");
-  const size_t size = Unstuff(raw + raw_begin, raw + raw_end, &st.unstuffed);
-  // Positions below are bit offsets into the rectangle's unstuffed bytes:
-  // the index's offsets (into the whole scan) minus `base`.
-  const uint64_t base = uint64_t{index.bit[rect.y0 * mx] >> 3} * 8;
-  const uint64_t limit = uint64_t{size} * 8;
+  const uint64_t limit = st.limit;
   const uint8_t* data = st.unstuffed.data();
-  auto bit = [&](size_t i) { return uint64_t{index.bit[i]} - base; };
+  auto bit = [&](size_t i) { return st.Bit(i); };
 
   // Output bound: the rectangle's bits, re-coded DCs (at most 16 + 16 bits
   // each) and stuffing (at most doubling).
   uint64_t copy_bits = 0;
   for (int y = rect.y0; y < rect.y1; ++y) {
     const size_t row = static_cast<size_t>(y) * mx;
-    if (index.bit[row + rect.x0] < base || bit(row + rect.x1) > limit ||
-        index.bit[row + rect.x1] < index.bit[row + rect.x0]) {
-      return absl::InvalidArgumentError("the index was built from another JPEG");
-    }
     copy_bits += bit(row + rect.x1) - bit(row + rect.x0) + 32 * kMaxComponents;
   }
-  st.out.resize(l.entropy_begin + 2 * (copy_bits / 8 + 8) + 16 + kTailBytes);
+  st.WriteHeaders(jpeg, l.entropy_begin + 2 * (copy_bits / 8 + 8) + 16 + kTailBytes);
   uint8_t* out = st.out.data();
-  std::memcpy(out, jpeg.data(), l.entropy_begin);
-  const int width = rect.x1 == index.mcus_x ? l.width - rect.x0 * l.mcu_width
-                                            : (rect.x1 - rect.x0) * l.mcu_width;
-  const int height = rect.y1 == index.mcus_y ? l.height - rect.y0 * l.mcu_height
-                                             : (rect.y1 - rect.y0) * l.mcu_height;
-  out[l.sof_at] = static_cast<uint8_t>(height >> 8);
-  out[l.sof_at + 1] = static_cast<uint8_t>(height);
-  out[l.sof_at + 2] = static_cast<uint8_t>(width >> 8);
-  out[l.sof_at + 3] = static_cast<uint8_t>(width);
 
   BitWriter w(out + l.entropy_begin);
   std::array<int32_t, kMaxComponents> pred{};  // the new stream's predictors

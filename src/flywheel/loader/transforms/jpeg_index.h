@@ -6,14 +6,19 @@
 // them. That is most of a decode's cost (for a ~256 px photo at quality 90,
 // about two thirds). A JpegIndex records, once per image, where each MCU
 // (the minimum coded unit: 16x16 pixels for 4:2:0) starts in the entropy-coded
-// data and the DC predictors at that point. From it, SpliceJpeg writes a
-// smaller, valid JPEG that holds only a rectangle of MCUs: the bits of those
-// MCUs copied, the first DC difference of each row re-coded against its new
-// predecessor, the frame size patched. libjpeg-turbo decodes that JPEG to
-// exactly the pixels of the rectangle (the pixels depend only on the blocks
-// inside, except at the rectangle's edges when chroma is upsampled at full
-// scale, which the caller avoids with a one-MCU margin; docs/transforms.md,
-// "Entropy index").
+// data and the DC predictors at that point. From it, a JpegSplicer serves a
+// rectangle of MCUs two ways:
+//  - SpliceHeaders + DecodeMcu: the headers of a JPEG of the rectangle's
+//    size for libjpeg, and the rectangle's coefficients decoded straight
+//    from the original's bytes, MCU by MCU, for libjpeg's entropy decoder
+//    hook (image.cc). This is what the image pipeline uses.
+//  - Splice: a standalone, valid JPEG of the rectangle: the bits of those
+//    MCUs copied, the first DC difference of each row re-coded against its
+//    new predecessor, the frame size patched.
+// Either way libjpeg-turbo decodes exactly the rectangle's pixels (they
+// depend only on the blocks inside, except at the rectangle's edges when
+// chroma is upsampled at full scale, which the caller avoids with a one-MCU
+// margin; docs/transforms.md, "Entropy index").
 //
 // Supported: baseline or extended sequential Huffman JPEGs (SOF0/SOF1), 8
 // bits, one scan holding every component (interleaved, or a single
@@ -97,6 +102,22 @@ class JpegSplicer {
   // image's DC table (an optimized table without that size).
   Result<std::span<const uint8_t>> Splice(std::span<const uint8_t> jpeg, const JpegIndex& index,
                                           McuRect rect);
+
+  // The rectangle for a decoder that takes its coefficients from DecodeMcu
+  // instead of from coded data: the headers of a JPEG of the rectangle's
+  // size (as Splice) whose scan is empty, then EOI. The span stays valid
+  // until the next call. Errors as Splice.
+  Result<std::span<const uint8_t>> SpliceHeaders(std::span<const uint8_t> jpeg,
+                                                 const JpegIndex& index, McuRect rect);
+  // After SpliceHeaders: decodes the rectangle's next MCU (raster order
+  // over the rectangle) as libjpeg's Huffman decoder does: each block's 64
+  // quantized coefficients in natural order into blocks[0 ..
+  // blocks_per_mcu()), which must be zero on entry. With `blocks` null the
+  // MCU is decoded and dropped. false past the rectangle's last MCU or on a
+  // bad code (an index that does not match the bytes); reads stay inside
+  // the buffers either way.
+  bool DecodeMcu(int16_t* const* blocks);
+  int blocks_per_mcu() const;
 
  private:
   struct State;

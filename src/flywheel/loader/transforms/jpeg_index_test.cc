@@ -198,6 +198,87 @@ TEST(JpegIndexTest, SplicedRectanglesHoldExactlyTheOriginalCoefficients) {
   }
 }
 
+// SpliceHeaders + DecodeMcu over `rect` give, block by block, the
+// original's coefficients (as libjpeg reads them), in libjpeg's MCU order;
+// MCUs decoded with null blocks (dropped) do not change the ones after.
+void ExpectExactMcus(const std::vector<uint8_t>& jpeg, const JpegIndex& index,
+                     const Coefficients& whole, McuRect rect, JpegSplicer* splicer) {
+  SCOPED_TRACE(testing::Message() << "rect [" << rect.x0 << "," << rect.x1 << ")x[" << rect.y0
+                                  << "," << rect.y1 << ")");
+  auto headers = splicer->SpliceHeaders(jpeg, index, rect);
+  ASSERT_TRUE(headers.ok()) << headers.status();
+  // The headers alone are a JPEG of the rectangle's size with no coded data.
+  const auto& h = *headers;
+  ASSERT_GE(h.size(), 4u);
+  EXPECT_EQ(h[h.size() - 2], 0xFF);
+  EXPECT_EQ(h[h.size() - 1], 0xD9);
+  // Blocks of each scan component in one MCU, in order.
+  struct Slot {
+    int component, bx, by;
+  };
+  std::vector<Slot> order;
+  for (size_t c = 0; c < whole.components.size(); ++c) {
+    const int bw = index.components == 1 ? 1 : whole.components[c].h;
+    const int bh = index.components == 1 ? 1 : whole.components[c].v;
+    for (int y = 0; y < bh; ++y) {
+      for (int x = 0; x < bw; ++x) order.push_back({static_cast<int>(c), x, y});
+    }
+  }
+  ASSERT_EQ(splicer->blocks_per_mcu(), static_cast<int>(order.size()));
+  std::vector<int16_t> blocks(order.size() * 64);
+  std::vector<int16_t*> pointers;
+  for (size_t b = 0; b < order.size(); ++b) pointers.push_back(&blocks[b * 64]);
+  for (int my = rect.y0; my < rect.y1; ++my) {
+    for (int mx = rect.x0; mx < rect.x1; ++mx) {
+      // The first MCU of every other row is dropped.
+      if (mx == rect.x0 && (my - rect.y0) % 2 == 1) {
+        ASSERT_TRUE(splicer->DecodeMcu(nullptr)) << "MCU (" << mx << ", " << my << ")";
+        continue;
+      }
+      std::fill(blocks.begin(), blocks.end(), 0);
+      ASSERT_TRUE(splicer->DecodeMcu(pointers.data())) << "MCU (" << mx << ", " << my << ")";
+      for (size_t b = 0; b < order.size(); ++b) {
+        const auto& comp = whole.components[order[b].component];
+        const int bw = index.components == 1 ? 1 : comp.h, bh = index.components == 1 ? 1 : comp.v;
+        const int bx = mx * bw + order[b].bx, by = my * bh + order[b].by;
+        if (bx >= comp.blocks_x || by >= comp.blocks_y) continue;  // edge padding blocks
+        ASSERT_EQ(std::memcmp(comp.Block(bx, by), &blocks[b * 64], 64 * sizeof(int16_t)), 0)
+            << "MCU (" << mx << ", " << my << ") block " << b;
+      }
+    }
+  }
+  EXPECT_FALSE(splicer->DecodeMcu(pointers.data())) << "past the rectangle";
+}
+
+TEST(JpegIndexTest, DecodedMcusAreExactlyTheOriginalCoefficients) {
+  JpegSplicer splicer;
+  for (const Variant& v : kVariants) {
+    SCOPED_TRACE(v.name);
+    const auto jpeg = Encode(v.w, v.h, v.color, v.eo);
+    auto index = BuildJpegIndex(jpeg);
+    ASSERT_TRUE(index.ok()) << index.status();
+    Coefficients whole;
+    ASSERT_TRUE(ReadCoefficients(jpeg, &whole));
+    const int mx = index->mcus_x, my = index->mcus_y;
+    std::vector<McuRect> rects = {{0, 0, mx, my}, {0, 0, 1, 1}, {mx - 1, my - 1, mx, my},
+                                  {mx / 2, 0, mx / 2 + 1, my}, {mx / 3, my / 3, mx, my}};
+    SplitMix64 rng(11);
+    for (int i = 0; i < 20; ++i) {
+      McuRect r;
+      r.x0 = static_cast<int>(rng.Uniform(mx));
+      r.y0 = static_cast<int>(rng.Uniform(my));
+      r.x1 = r.x0 + 1 + static_cast<int>(rng.Uniform(mx - r.x0));
+      r.y1 = r.y0 + 1 + static_cast<int>(rng.Uniform(my - r.y0));
+      rects.push_back(r);
+    }
+    for (const McuRect& r : rects) ExpectExactMcus(jpeg, *index, whole, r, &splicer);
+    // A Splice in between ends the decoding.
+    ASSERT_TRUE(splicer.SpliceHeaders(jpeg, *index, {0, 0, 1, 1}).ok());
+    ASSERT_TRUE(splicer.Splice(jpeg, *index, {0, 0, 1, 1}).ok());
+    EXPECT_FALSE(splicer.DecodeMcu(nullptr));
+  }
+}
+
 TEST(JpegIndexTest, UnsupportedJpegsAreUnimplemented) {
   const auto progressive = Encode(64, 64, JpegColor::kRgb, {90, true, true});
   auto r = BuildJpegIndex(progressive);
