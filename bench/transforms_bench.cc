@@ -22,6 +22,12 @@
 //   jpeg/rrc-flip-64-index-build  the epoch that builds the indexes (the
 //                                 images' second sighting): index + decode;
 //                                 peer: jpeg/rrc-flip-64.
+//   jpeg/rrc-flip-64-libjpeg-huffman  fast_huffman = false: libjpeg-turbo's
+//                                 Huffman decoder instead of flywheel's;
+//                                 peer: jpeg/rrc-flip-64.
+//   jpeg/rrc-flip-64-indexed-libjpeg-huffman  indexed, with libjpeg-turbo
+//                                 decoding a spliced JPEG (Splice); peer:
+//                                 jpeg/rrc-flip-64-indexed.
 //   jpeg/index-build, jpeg/splice BuildJpegIndex and JpegSplicer::Splice of
 //                                 a random-resized crop's MCUs alone.
 //   jpeg/rrc-flip-64-nocrop       the same with crop_decode = false (every
@@ -301,6 +307,8 @@ void RunJpeg(const Flags& flags, Report& report) {
       for (const auto& jpeg : corpus) Check(p->Run(jpeg, Mix64(k++), slot), "run");
     }
   }
+  ImageOptions libjpeg_huffman = rrc;
+  libjpeg_huffman.fast_huffman = false;
   ImageOptions nocrop = rrc;
   nocrop.crop_decode = false;
   ImageOptions fastup = rrc;
@@ -318,12 +326,14 @@ void RunJpeg(const Flags& flags, Report& report) {
   eval.std = loader::kImageNetStd;
 
   // Alternate the workloads' runs (and the PIL peer's) so load bursts hit all.
-  std::vector<double> r_rrc, r_nocrop, r_full, r_eval, r_decode, r_fastup, r_fast, r_indexed,
+  std::vector<double> r_rrc, r_libjpeg_huffman, r_indexed_libjpeg, r_nocrop, r_full, r_eval, r_decode, r_fastup, r_fast, r_indexed,
       r_build_epoch, r_index, r_splice;
   uint64_t key = 0;
   for (int64_t r = 0; r < repeats; ++r) {
     r_rrc.push_back(PipelineOnce(corpus, rrc, seconds, &key));
     r_indexed.push_back(PipelineOnce(corpus, rrc, seconds, &key, cache));
+    r_libjpeg_huffman.push_back(PipelineOnce(corpus, libjpeg_huffman, seconds, &key));
+    r_indexed_libjpeg.push_back(PipelineOnce(corpus, libjpeg_huffman, seconds, &key, cache));
     r_build_epoch.push_back(IndexBuildEpoch(corpus, rrc, &key));
     r_index.push_back(IndexOnlyOnce(corpus, seconds));
     r_splice.push_back(SpliceOnlyOnce(corpus, seconds));
@@ -355,6 +365,13 @@ void RunJpeg(const Flags& flags, Report& report) {
   report.Add({"jpeg/rrc-flip-64-indexed-vs-pil-draft", "images/s", Best(r_indexed),
               "PIL with draft() scaled decode", pil_draft, 0, "as above; PIL peer uses JPEG draft mode",
               with(r_indexed)});
+  report.Add({"jpeg/rrc-flip-64-libjpeg-huffman", "images/s", Best(r_libjpeg_huffman),
+              "flywheel's Huffman decoder (jpeg/rrc-flip-64)", Best(r_rrc), 0,
+              "fast_huffman = false: libjpeg-turbo's Huffman decoder", with(r_libjpeg_huffman)});
+  report.Add({"jpeg/rrc-flip-64-indexed-libjpeg-huffman", "images/s", Best(r_indexed_libjpeg),
+              "flywheel's Huffman decoder (jpeg/rrc-flip-64-indexed)", Best(r_indexed), 0,
+              "indexed, fast_huffman = false: libjpeg-turbo decodes a spliced JPEG",
+              with(r_indexed_libjpeg)});
   report.Add({"jpeg/rrc-flip-64-index-build", "images/s", Best(r_build_epoch),
               "no indexes (jpeg/rrc-flip-64)", Best(r_rrc), 0,
               "the pass that builds every image's index (second sighting), one pass of the corpus",

@@ -141,6 +141,7 @@ loader::ImageOptions ImageOptionsFrom(const std::string& column, const py::dict&
     else if (k == "allow_warnings") o.allow_warnings = v.cast<bool>();
     else if (k == "crop_decode") o.crop_decode = v.cast<bool>();
     else if (k == "index_cache_mb") o.index_cache_mb = v.cast<int64_t>();
+    else if (k == "fast_huffman") o.fast_huffman = v.cast<bool>();
     else throw py::value_error("DecodeImage('" + column + "'): unknown option '" + k + "'");
   }
   return o;

@@ -322,7 +322,17 @@ class ImagePipelineImpl final : public ImagePipeline {
     const bool cmyk = info.colorspace == "cmyk" || info.colorspace == "ycck";
     const uint8_t* decoded = nullptr;
     const bool indexed = DecodeIndexed(jpeg, scale, cmyk, &region, &decoded);
-    if (!indexed) decoded = Decode(scale, sw, sh, cmyk, &region);
+    if (!indexed) {
+      // flywheel's Huffman decoder for JPEGs it supports; libjpeg's for the
+      // rest, and again (for its error message) for any it fails on.
+      const CropBox asked = region;
+      const bool fast = options_.fast_huffman && splicer_.StartScan(jpeg).ok();
+      decoded = Decode(scale, sw, sh, cmyk, &region, /*from_splicer=*/fast);
+      if (decoded == nullptr && fast && ParseHeader(jpeg)) {
+        region = asked;
+        decoded = Decode(scale, sw, sh, cmyk, &region);
+      }
+    }
     if (decoded == nullptr) {
       return absl::DataLossError(absl::StrCat("corrupt JPEG (", W, "x", H, " ", info.colorspace,
                                               ", ", jpeg.size(), " bytes): ", err_.message));
@@ -415,9 +425,11 @@ class ImagePipelineImpl final : public ImagePipeline {
     if (rect.x0 == 0 && rect.y0 == 0 && rect.x1 == index->mcus_x && rect.y1 == index->mcus_y) {
       return false;  // the whole image: nothing to skip
     }
-    // The rectangle's headers only; DecodeMcuFromIndex feeds libjpeg its
-    // coefficients.
-    Result<std::span<const uint8_t>> spliced = splicer_.SpliceHeaders(jpeg, *index, rect);
+    // With fast_huffman, the rectangle's headers only (DecodeMcuFromIndex
+    // feeds libjpeg the coefficients); else a JPEG of the rectangle.
+    Result<std::span<const uint8_t>> spliced = options_.fast_huffman
+                                                   ? splicer_.SpliceHeaders(jpeg, *index, rect)
+                                                   : splicer_.Splice(jpeg, *index, rect);
     if (!spliced.ok()) return false;
     jpeg_abort_decompress(&cinfo_);
     CropBox r = *region;
@@ -427,7 +439,7 @@ class ImagePipelineImpl final : public ImagePipeline {
     if (ParseHeader(*spliced)) {
       out = Decode(scale, Scaled(static_cast<int>(cinfo_.image_width), scale),
                    Scaled(static_cast<int>(cinfo_.image_height), scale), cmyk, &r,
-                   /*from_splicer=*/true);
+                   /*from_splicer=*/options_.fast_huffman);
     }
     if (out == nullptr) {
       // Not expected for an image that indexed cleanly; decode it the

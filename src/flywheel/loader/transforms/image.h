@@ -121,6 +121,12 @@ struct ImageOptions {
   // they are errors, and decoding stops at the first one. true: accepted,
   // as PIL does; a truncated image then decodes with its missing rows grey.
   bool allow_warnings = false;
+  // Huffman-decode with flywheel's decoder (jpeg_index.h) instead of
+  // libjpeg-turbo's, for the JPEGs it supports (baseline, 8-bit, one scan,
+  // no restart markers; others always use libjpeg's): the same
+  // coefficients, so the same pixels, ~1.6x faster entropy decoding. false:
+  // libjpeg's everywhere (indexed crops then go through a spliced JPEG).
+  bool fast_huffman = true;
   // Entropy indexes (jpeg_index.h): from the second time an image is seen,
   // remember where each 16x16 block group starts in its coded data, so
   // later decodes of a crop Huffman-decode only the blocks under it, with

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <vector>
 
+#include "flywheel/base/rng.h"
 #include "flywheel/loader/transforms/jpeg_testing.h"
 
 namespace flywheel::loader {
@@ -335,7 +336,9 @@ TEST(ImagePipelineTest, CropDecodeGivesTheSameBytesAsAFullDecode) {
       o.height = o.width = size;
       o.dtype = dtype;
       auto crop = Pipeline(o);
+      // The reference: every pixel, libjpeg's own Huffman decoder.
       o.crop_decode = false;
+      o.fast_huffman = false;
       auto full = Pipeline(o);
       std::vector<uint8_t> a(crop->output_bytes()), b(a.size());
       for (size_t j = 0; j < jpegs.size(); ++j) {
@@ -456,6 +459,80 @@ TEST(ImagePipelineTest, TruncatedJpegIsDataLoss) {
   ImageOptions lax = Small(CropMode::kRandomResized);
   lax.allow_warnings = true;
   EXPECT_TRUE(Pipeline(lax)->Run(half, 0, out).ok());
+}
+
+// Offset of the first byte of the scan's coded data (after the SOS segment).
+size_t ScanData(const std::vector<uint8_t>& jpeg) {
+  size_t at = 2;
+  while (at + 4 <= jpeg.size()) {
+    const size_t len = static_cast<size_t>(jpeg[at + 2] << 8 | jpeg[at + 3]);
+    if (jpeg[at + 1] == 0xDA) return at + 2 + len;
+    at += 2 + len;
+  }
+  return jpeg.size();
+}
+
+TEST(ImagePipelineTest, FastHuffmanGivesLibjpegsBytesAndErrors) {
+  // Valid images, then damaged ones: flipped bytes in the coded data, cut
+  // short, bytes left over after the last block, no EOI. flywheel's
+  // Huffman decoder must give libjpeg's pixels when the image decodes, and
+  // libjpeg's verdict and message when it does not.
+  std::vector<std::vector<uint8_t>> jpegs;
+  for (const EncodeOptions& eo : {EncodeOptions{90, true, false}, EncodeOptions{95, false, false},
+                                  EncodeOptions{85, true, true}}) {
+    for (auto& j : testing_util::SyntheticJpegCorpus(2, 20, eo)) jpegs.push_back(std::move(j));
+  }
+  jpegs.push_back(Jpeg(Gradient(61, 37), 61, 37, JpegColor::kRgb, {75, true, false}));
+  const size_t valid = jpegs.size();
+  SplitMix64 rng(5);
+  for (size_t j = 0; j < valid; ++j) {
+    const std::vector<uint8_t> good = jpegs[j];  // a copy: jpegs grows below
+    const size_t data = ScanData(good), end = good.size() - 2;  // EOI at end
+    for (int m = 0; m < 6; ++m) {
+      std::vector<uint8_t> bad = good;
+      const size_t at = data + rng.Uniform(end - data);
+      bad[at] ^= static_cast<uint8_t>(1 + rng.Uniform(255));
+      jpegs.push_back(std::move(bad));
+    }
+    jpegs.emplace_back(good.begin(), good.begin() + static_cast<ptrdiff_t>(data + (end - data) / 2));
+    std::vector<uint8_t> extra(good.begin(), good.begin() + static_cast<ptrdiff_t>(end));
+    for (uint8_t b : {0x12, 0x34, 0x56, 0xFF, 0xD9}) extra.push_back(b);
+    jpegs.push_back(std::move(extra));
+    jpegs.emplace_back(good.begin(), good.begin() + static_cast<ptrdiff_t>(end));  // no EOI
+  }
+  int failures = 0, agreed_failures = 0, damaged_decoded = 0;
+  for (bool lax : {false, true}) {
+    for (int size : {24, 64, 160}) {
+      ImageOptions o;
+      o.height = o.width = size;
+      o.allow_warnings = lax;
+      o.index_cache_mb = 0;
+      auto fast = Pipeline(o);
+      o.fast_huffman = false;
+      auto ref = Pipeline(o);
+      std::vector<uint8_t> a(fast->output_bytes()), b(a.size());
+      for (size_t j = 0; j < jpegs.size(); ++j) {
+        for (uint64_t key = 0; key < 4; ++key) {
+          const Status sa = fast->Run(jpegs[j], key, a);
+          const Status sb = ref->Run(jpegs[j], key, b);
+          ASSERT_EQ(sa.code(), sb.code()) << "image " << j << " key " << key << ": " << sa << " vs " << sb;
+          EXPECT_EQ(sa.message(), sb.message()) << "image " << j;
+          if (sa.ok()) {
+            ASSERT_EQ(a, b) << "image " << j << " key " << key << " size " << size;
+          } else {
+            ++agreed_failures;
+          }
+          failures += j < valid && !sa.ok();
+          damaged_decoded += j >= valid && !lax && sa.ok();
+        }
+      }
+    }
+  }
+  EXPECT_EQ(failures, 0) << "valid images must decode";
+  EXPECT_GT(agreed_failures, 0) << "the damaged images should include undecodable ones";
+  // ... and ones that decode cleanly (damage outside what the crop reads,
+  // or flips that still form valid codes), compared pixel for pixel above.
+  EXPECT_GT(damaged_decoded, 0);
 }
 
 TEST(ImagePipelineTest, GarbageAndEmptyInputsAreErrors) {

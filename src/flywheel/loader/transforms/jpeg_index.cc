@@ -629,6 +629,10 @@ struct JpegSplicer::State {
   // DecodeMcu: the next MCU (column x of rectangle row y) and where the
   // decoder stands.
   bool decoding = false;
+  // StartScan: the whole scan from its start, no index; MCUs left.
+  bool sequential = false;
+  int64_t remaining = 0;
+  uint64_t data_bits = 0;  // sequential: the scan's unstuffed length in bits
   int x = 0;
   int y = 0;
   uint64_t pos = 0;
@@ -705,6 +709,7 @@ Result<std::span<const uint8_t>> JpegSplicer::SpliceHeaders(std::span<const uint
                                                             const JpegIndex& index, McuRect rect) {
   State& st = *state_;
   st.decoding = false;
+  st.sequential = false;
   FW_RETURN_IF_ERROR(st.Prepare(jpeg, index, rect));
   size_t n = st.WriteHeaders(jpeg, st.l.entropy_begin + 2);
   st.out[n++] = 0xFF;
@@ -720,12 +725,35 @@ Result<std::span<const uint8_t>> JpegSplicer::SpliceHeaders(std::span<const uint
   return std::span<const uint8_t>(st.out.data(), n);
 }
 
+Status JpegSplicer::StartScan(std::span<const uint8_t> jpeg) {
+  State& st = *state_;
+  st.decoding = false;
+  FW_RETURN_IF_ERROR(ParseLayout(jpeg, &st.l, st.dc.data(), st.ac.data()));
+  const size_t size = Unstuff(jpeg.data() + st.l.entropy_begin, jpeg.data() + st.l.entropy_end,
+                              &st.unstuffed);
+  st.data_bits = uint64_t{size} * 8;
+  st.limit = st.data_bits;
+  for (int b = 0; b < st.l.blocks; ++b) {
+    const ScanComponent& c = st.l.comp[st.l.block_comp[b]];
+    st.dcs[b] = &st.dc[c.dc_table];
+    st.acs[b] = &st.ac[c.ac_table];
+  }
+  st.pos = 0;
+  st.pred.fill(0);
+  st.remaining = int64_t{st.l.mcus_x} * st.l.mcus_y;
+  st.sequential = true;
+  st.decoding = true;
+  return absl::OkStatus();
+}
+
 int JpegSplicer::blocks_per_mcu() const { return state_->l.blocks; }
 
 bool JpegSplicer::DecodeMcu(int16_t* const* blocks) {
   State& st = *state_;
   if (!st.decoding) return false;
-  if (st.x == st.rect.x1 - st.rect.x0) {
+  if (st.sequential) {
+    if (st.remaining == 0) return false;
+  } else if (st.x == st.rect.x1 - st.rect.x0) {
     if (st.rect.y0 + st.y + 1 >= st.rect.y1) return false;  // past the rectangle
     st.x = 0;
     ++st.y;
@@ -744,6 +772,8 @@ bool JpegSplicer::DecodeMcu(int16_t* const* blocks) {
   }
   st.pos = in.Position();
   ++st.x;
+  // The last MCU of a scan must end in its last byte (no data left over).
+  if (st.sequential && --st.remaining == 0 && (st.pos + 7) / 8 * 8 != st.data_bits) return false;
   return true;
 }
 

@@ -109,7 +109,7 @@ class JpegSplicer {
   // until the next call. Errors as Splice.
   Result<std::span<const uint8_t>> SpliceHeaders(std::span<const uint8_t> jpeg,
                                                  const JpegIndex& index, McuRect rect);
-  // After SpliceHeaders: decodes the rectangle's next MCU (raster order
+  // After SpliceHeaders (or StartScan): decodes the rectangle's next MCU (raster order
   // over the rectangle) as libjpeg's Huffman decoder does: each block's 64
   // quantized coefficients in natural order into blocks[0 ..
   // blocks_per_mcu()), which must be zero on entry. With `blocks` null the
@@ -117,6 +117,13 @@ class JpegSplicer {
   // bad code (an index that does not match the bytes); reads stay inside
   // the buffers either way.
   bool DecodeMcu(int16_t* const* blocks);
+  // Instead of a rectangle, DecodeMcu decodes the JPEG's whole scan in
+  // order from its start, without an index (the faster Huffman decoder
+  // for any JPEG in the supported subset). Unimplemented / DataLoss as
+  // BuildJpegIndex for JPEGs outside the subset or with a malformed
+  // layout; corrupt coded data shows as DecodeMcu returning false, also
+  // when bytes are left over after the last MCU.
+  Status StartScan(std::span<const uint8_t> jpeg);
   int blocks_per_mcu() const;
 
  private:
