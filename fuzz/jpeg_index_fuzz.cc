@@ -1,6 +1,7 @@
 // Fuzzes JPEG entropy indexes (flywheel/loader/transforms/jpeg_index.h):
-// BuildJpegIndex on arbitrary bytes, then splices of rectangles chosen by
-// the input, decoded by the image pipeline.
+// BuildJpegIndex and JpegSplicer::StartScan (flywheel's Huffman decoder)
+// on arbitrary bytes, then splices of rectangles chosen by the input,
+// decoded by DecodeMcu and by the image pipeline.
 //
 // Beyond "no crash": an index error is DataLoss or Unimplemented with a
 // message; a built index is consistent (sizes match the MCU grid, MCU
@@ -44,6 +45,16 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }();
   const std::span<const uint8_t> jpeg(data, size);
   auto index = BuildJpegIndex(jpeg);
+  // Sequential decoding of arbitrary bytes: refused, or every DecodeMcu
+  // call returns (true or false) without reading outside the buffers.
+  if (splicer.StartScan(jpeg).ok()) {
+    std::vector<int16_t> blocks(10 * 64);
+    std::vector<int16_t*> ptrs;
+    for (int b = 0; b < 10; ++b) ptrs.push_back(&blocks[static_cast<size_t>(b) * 64]);
+    for (int m = 0; m < 4096 && splicer.DecodeMcu(ptrs.data()); ++m) {
+      std::fill(blocks.begin(), blocks.end(), 0);
+    }
+  }
   if (!index.ok()) {
     Check(index.status().code() == absl::StatusCode::kDataLoss ||
           index.status().code() == absl::StatusCode::kUnimplemented);
@@ -51,6 +62,20 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     return 0;
   }
   const auto& ix = *index;
+  // The same bytes decoded whole, in order, without the index: every MCU
+  // decodes and none past the last.
+  {
+    Check(splicer.StartScan(jpeg).ok());
+    const int n = splicer.blocks_per_mcu();
+    std::vector<int16_t> blocks(static_cast<size_t>(n) * 64);
+    std::vector<int16_t*> ptrs;
+    for (int b = 0; b < n; ++b) ptrs.push_back(&blocks[static_cast<size_t>(b) * 64]);
+    for (int64_t m = 0; m < int64_t{ix.mcus_x} * ix.mcus_y; ++m) {
+      std::fill(blocks.begin(), blocks.end(), 0);
+      Check(splicer.DecodeMcu(m % 2 ? nullptr : ptrs.data()));
+    }
+    Check(!splicer.DecodeMcu(nullptr));
+  }
   Check(ix.mcus_x >= 1 && ix.mcus_y >= 1 && ix.components >= 1 && ix.components <= 4);
   const size_t mcus = static_cast<size_t>(ix.mcus_x) * ix.mcus_y;
   Check(ix.bit.size() == mcus + 1);

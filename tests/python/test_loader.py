@@ -377,6 +377,37 @@ def test_decode_image_random_crops_float_chw_and_errors(image_table):
         flywheel.Loader(path, batch_size=4, on_error="ignore")
 
 
+def test_decode_image_fast_paths_give_libjpegs_pixels(tmp_path):
+    # flywheel's Huffman decoder and entropy indexes (later epochs) against
+    # libjpeg's decoder without indexes: the same bytes, epoch by epoch.
+    pytest.importorskip("PIL")
+    import io
+    from PIL import Image
+    from flywheel.transforms import DecodeImage
+    rng = np.random.default_rng(4)
+    jpegs = []
+    for i in range(24):
+        w, h = int(rng.integers(90, 200)), int(rng.integers(90, 200))
+        yy, xx = np.mgrid[0:h, 0:w]
+        px = np.stack([xx * 255 // w, yy * 255 // h, (xx + yy + 37 * i) % 256], -1)
+        px = np.clip(px + rng.integers(-20, 20, px.shape), 0, 255).astype(np.uint8)
+        buf = io.BytesIO()
+        Image.fromarray(px).save(buf, format="JPEG", quality=90)
+        jpegs.append(buf.getvalue())
+    t = flywheel.Table.create(str(tmp_path / "img"), {"jpeg": "binary"})
+    t.append({"jpeg": jpegs})
+    fast = flywheel.Loader(t.path, batch_size=8, seed=2, transforms=[DecodeImage("jpeg", 32)])
+    ref = flywheel.Loader(t.path, batch_size=8, seed=2,
+                          transforms=[DecodeImage("jpeg", 32, fast_huffman=False, index_cache_mb=0)])
+    for epoch in range(3):
+        a = np.concatenate([b["jpeg"] for b in fast])
+        b = np.concatenate([b["jpeg"] for b in ref])
+        assert a.shape == (24, 32, 32, 3)
+        np.testing.assert_array_equal(a, b, err_msg=f"epoch {epoch}")
+    assert fast.stats()["indexed_images"] >= 24  # epochs 2 and 3, bar whole-image crops
+    assert ref.stats()["indexed_images"] == 0
+
+
 def test_pack_tokens_keeps_every_token_once(tmp_path):
     from flywheel.transforms import PackTokens, pack_tokens
     rng = np.random.default_rng(0)
