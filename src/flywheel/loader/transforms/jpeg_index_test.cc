@@ -143,6 +143,25 @@ void ExpectExactSplice(const std::vector<uint8_t>& jpeg, const JpegIndex& index,
   }
 }
 
+// Corners, edges, single MCUs, whole rows and columns, and 20 random
+// rectangles of the index's MCU grid.
+std::vector<McuRect> TestRects(const JpegIndex& index, uint64_t seed) {
+  const int mx = index.mcus_x, my = index.mcus_y;
+  std::vector<McuRect> rects = {{0, 0, mx, my},           {0, 0, 1, 1},
+                                {mx - 1, my - 1, mx, my}, {0, my / 2, mx, my / 2 + 1},
+                                {mx / 2, 0, mx / 2 + 1, my}, {mx / 3, my / 3, mx, my}};
+  SplitMix64 rng(seed);
+  for (int i = 0; i < 20; ++i) {
+    McuRect r;
+    r.x0 = static_cast<int>(rng.Uniform(mx));
+    r.y0 = static_cast<int>(rng.Uniform(my));
+    r.x1 = r.x0 + 1 + static_cast<int>(rng.Uniform(mx - r.x0));
+    r.y1 = r.y0 + 1 + static_cast<int>(rng.Uniform(my - r.y0));
+    rects.push_back(r);
+  }
+  return rects;
+}
+
 struct Variant {
   const char* name;
   int w, h;
@@ -180,21 +199,7 @@ TEST(JpegIndexTest, SplicedRectanglesHoldExactlyTheOriginalCoefficients) {
     EXPECT_GT(index->bytes(), 0u);
     Coefficients whole;
     ASSERT_TRUE(ReadCoefficients(jpeg, &whole));
-    const int mx = index->mcus_x, my = index->mcus_y;
-    // Corners, edges, single MCUs, whole rows and columns, and random ones.
-    std::vector<McuRect> rects = {{0, 0, mx, my},           {0, 0, 1, 1},
-                                  {mx - 1, my - 1, mx, my}, {0, my / 2, mx, my / 2 + 1},
-                                  {mx / 2, 0, mx / 2 + 1, my}, {mx / 3, my / 3, mx, my}};
-    SplitMix64 rng(7);
-    for (int i = 0; i < 20; ++i) {
-      McuRect r;
-      r.x0 = static_cast<int>(rng.Uniform(mx));
-      r.y0 = static_cast<int>(rng.Uniform(my));
-      r.x1 = r.x0 + 1 + static_cast<int>(rng.Uniform(mx - r.x0));
-      r.y1 = r.y0 + 1 + static_cast<int>(rng.Uniform(my - r.y0));
-      rects.push_back(r);
-    }
-    for (const McuRect& r : rects) ExpectExactSplice(jpeg, *index, whole, r, &splicer);
+    for (const McuRect& r : TestRects(*index, 7)) ExpectExactSplice(jpeg, *index, whole, r, &splicer);
   }
 }
 
@@ -259,19 +264,7 @@ TEST(JpegIndexTest, DecodedMcusAreExactlyTheOriginalCoefficients) {
     ASSERT_TRUE(index.ok()) << index.status();
     Coefficients whole;
     ASSERT_TRUE(ReadCoefficients(jpeg, &whole));
-    const int mx = index->mcus_x, my = index->mcus_y;
-    std::vector<McuRect> rects = {{0, 0, mx, my}, {0, 0, 1, 1}, {mx - 1, my - 1, mx, my},
-                                  {mx / 2, 0, mx / 2 + 1, my}, {mx / 3, my / 3, mx, my}};
-    SplitMix64 rng(11);
-    for (int i = 0; i < 20; ++i) {
-      McuRect r;
-      r.x0 = static_cast<int>(rng.Uniform(mx));
-      r.y0 = static_cast<int>(rng.Uniform(my));
-      r.x1 = r.x0 + 1 + static_cast<int>(rng.Uniform(mx - r.x0));
-      r.y1 = r.y0 + 1 + static_cast<int>(rng.Uniform(my - r.y0));
-      rects.push_back(r);
-    }
-    for (const McuRect& r : rects) ExpectExactMcus(jpeg, *index, whole, r, &splicer);
+    for (const McuRect& r : TestRects(*index, 11)) ExpectExactMcus(jpeg, *index, whole, r, &splicer);
     // A Splice in between ends the decoding.
     ASSERT_TRUE(splicer.SpliceHeaders(jpeg, *index, {0, 0, 1, 1}).ok());
     ASSERT_TRUE(splicer.Splice(jpeg, *index, {0, 0, 1, 1}).ok());
