@@ -404,7 +404,7 @@ def test_decode_image_fast_paths_give_libjpegs_pixels(tmp_path):
         b = np.concatenate([b["jpeg"] for b in ref])
         assert a.shape == (24, 32, 32, 3)
         np.testing.assert_array_equal(a, b, err_msg=f"epoch {epoch}")
-    assert fast.stats()["indexed_images"] >= 24  # epochs 2 and 3, bar whole-image crops
+    assert fast.stats()["indexed_images"] >= 12  # epoch 3, bar whole-image crops
     assert ref.stats()["indexed_images"] == 0
 
 

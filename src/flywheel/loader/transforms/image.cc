@@ -321,13 +321,23 @@ class ImagePipelineImpl final : public ImagePipeline {
     }
     const bool cmyk = info.colorspace == "cmyk" || info.colorspace == "ycck";
     const uint8_t* decoded = nullptr;
-    const bool indexed = DecodeIndexed(jpeg, scale, cmyk, &region, &decoded);
+    JpegIndexCache::Key image_key;
+    bool record = false;  // index the image while decoding it
+    const bool indexed = DecodeIndexed(jpeg, scale, cmyk, &region, &decoded, &image_key, &record);
     if (!indexed) {
       // flywheel's Huffman decoder for JPEGs it supports; libjpeg's for the
       // rest, and again (for its error message) for any it fails on.
       const CropBox asked = region;
-      const bool fast = options_.fast_huffman && splicer_.StartScan(jpeg).ok();
+      const bool fast = options_.fast_huffman && splicer_.StartScan(jpeg, record).ok();
       decoded = Decode(scale, sw, sh, cmyk, &region, /*from_splicer=*/fast);
+      if (record) {
+        // The MCUs below the crop are decoded (and dropped) to finish it.
+        Result<JpegIndex> built = fast && decoded != nullptr
+                                      ? splicer_.FinishIndex()
+                                      : Result<JpegIndex>(absl::UnimplementedError("not indexable"));
+        cache_->Put(image_key,
+                    built.ok() ? std::make_shared<const JpegIndex>(*std::move(built)) : nullptr);
+      }
       if (decoded == nullptr && fast && ParseHeader(jpeg)) {
         region = asked;
         decoded = Decode(scale, sw, sh, cmyk, &region);
@@ -394,12 +404,20 @@ class ImagePipelineImpl final : public ImagePipeline {
   // (cinfo_ still holding `jpeg`'s header) when it did not; true when it
   // did, with *decoded and *region as Decode sets them.
   // REQUIRES: cinfo_ holds `jpeg`'s parsed header.
+  // With fast_huffman, an image to index now (its second sighting) is not
+  // indexed here: *record is set and the caller records the index while
+  // decoding the image (JpegSplicer::StartScan).
   bool DecodeIndexed(std::span<const uint8_t> jpeg, Scale scale, bool cmyk, CropBox* region,
-                     const uint8_t** decoded) {
+                     const uint8_t** decoded, JpegIndexCache::Key* key_out, bool* record) {
     if (cache_ == nullptr) return false;
     const JpegIndexCache::Key key = JpegIndexCache::KeyOf(jpeg);
     bool build = false;
     std::shared_ptr<const JpegIndex> index = cache_->Find(key, &build);
+    if (index == nullptr && build && options_.fast_huffman) {
+      *key_out = key;
+      *record = true;
+      return false;
+    }
     if (index == nullptr && build) {
       Result<JpegIndex> built = BuildJpegIndex(jpeg);
       if (built.ok()) index = std::make_shared<const JpegIndex>(*std::move(built));

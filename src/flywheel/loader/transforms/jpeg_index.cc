@@ -544,76 +544,9 @@ inline int Category(int32_t v) {
 }  // namespace
 
 Result<JpegIndex> BuildJpegIndex(std::span<const uint8_t> jpeg) {
-  Layout l;
-  std::array<Huffman, 4> dc, ac;
-  FW_RETURN_IF_ERROR(ParseLayout(jpeg, &l, dc.data(), ac.data()));
-  std::vector<uint8_t> buffer;
-  std::vector<uint32_t> ff;
-  const size_t size =
-      Unstuff(jpeg.data() + l.entropy_begin, jpeg.data() + l.entropy_end, &buffer, &ff);
-  const uint8_t* data = buffer.data();
-  const uint64_t bits = uint64_t{size} * 8;
-  if (bits >= (uint64_t{1} << 32)) return Unsupported("more than 512 MB of coded data");
-  const size_t mcus = static_cast<size_t>(l.mcus_x) * l.mcus_y;
-  JpegIndex index;
-  index.width = l.width;
-  index.height = l.height;
-  index.mcu_width = l.mcu_width;
-  index.mcu_height = l.mcu_height;
-  index.mcus_x = l.mcus_x;
-  index.mcus_y = l.mcus_y;
-  index.components = l.ns;
-  index.entropy_bytes = static_cast<uint32_t>(l.entropy_end - l.entropy_begin);
-  index.bit.resize(mcus + 1);
-  index.dc.resize((mcus + 1) * l.ns);
-  index.component_start.resize(mcus * (l.ns - 1));
-  std::array<int32_t, kMaxComponents> pred{};
-  std::array<const Huffman*, kMaxBlocksPerMcu> dcs{}, acs{};
-  // Blocks that start a component other than the first: their slot in
-  // component_start, else -1.
-  std::array<int, kMaxBlocksPerMcu> starts{};
-  for (int b = 0; b < l.blocks; ++b) {
-    const int c = l.block_comp[b];
-    dcs[b] = &dc[l.comp[c].dc_table];
-    acs[b] = &ac[l.comp[c].ac_table];
-    starts[b] = c > 0 && (b == 0 || l.block_comp[b - 1] != c) ? c - 1 : -1;
-  }
-  BitReader in(data, 0);
-  uint32_t* bit_out = index.bit.data();
-  int16_t* dc_out = index.dc.data();
-  uint16_t* start_out = index.component_start.data();
-  for (size_t m = 0; m < mcus; ++m) {
-    const uint64_t mcu = in.Position();
-    *bit_out++ = static_cast<uint32_t>(mcu);
-    for (int c = 0; c < l.ns; ++c) *dc_out++ = static_cast<int16_t>(pred[c]);
-    for (int b = 0; b < l.blocks; ++b) {
-      // An MCU holds at most 10 blocks of at most 64 * 31 bits: < 2^16.
-      if (starts[b] >= 0) start_out[starts[b]] = static_cast<uint16_t>(in.Position() - mcu);
-      int32_t& p = pred[l.block_comp[b]];
-      if (!DecodeBlock<false>(in, *dcs[b], *acs[b], &p, nullptr)) {
-        return Corrupt(absl::StrCat("bad Huffman code in MCU ", m));
-      }
-      if (in.Position() > bits) return Corrupt(absl::StrCat("data ends inside MCU ", m));
-      // libjpeg keeps predictors in an int; a DC value outside int16 is
-      // not a real 8-bit image (they are within +-2048 * 8).
-      if (p < -32768 || p > 32767) return Corrupt("DC value out of range");
-    }
-    start_out += l.ns - 1;
-  }
-  const uint64_t pos = in.Position();
-  *bit_out = static_cast<uint32_t>(pos);
-  for (int c = 0; c < l.ns; ++c) *dc_out++ = static_cast<int16_t>(pred[c]);
-  if ((pos + 7) / 8 != size) return Corrupt("bytes left over after the last MCU");
-  // Raw offset of the byte holding each row's first bit: its unstuffed
-  // offset plus the stuffed bytes before it.
-  index.row_raw.resize(l.mcus_y);
-  size_t k = 0;
-  for (int y = 0; y < l.mcus_y; ++y) {
-    const uint32_t u = index.bit[static_cast<size_t>(y) * l.mcus_x] >> 3;
-    while (k < ff.size() && ff[k] < u) ++k;
-    index.row_raw[y] = u + static_cast<uint32_t>(k);
-  }
-  return index;
+  JpegSplicer splicer;
+  FW_RETURN_IF_ERROR(splicer.StartScan(jpeg, /*record=*/true));
+  return splicer.FinishIndex();
 }
 
 struct JpegSplicer::State {
@@ -631,7 +564,15 @@ struct JpegSplicer::State {
   bool decoding = false;
   // StartScan: the whole scan from its start, no index; MCUs left.
   bool sequential = false;
+  int64_t total = 0;  // MCUs in the scan
   int64_t remaining = 0;
+  // StartScan(record): the index being recorded as MCUs are decoded.
+  bool recording = false;
+  JpegIndex rec;
+  std::string rec_error;          // why the recorded index is unusable
+  std::vector<uint32_t> ff;       // unstuffed offsets of the scan's 0xFF bytes
+  std::array<int, kMaxBlocksPerMcu> starts{};  // as in component_start, or -1
+  std::string failure;            // why DecodeMcu returned false
   uint64_t data_bits = 0;  // sequential: the scan's unstuffed length in bits
   int x = 0;
   int y = 0;
@@ -644,6 +585,8 @@ struct JpegSplicer::State {
   // Checks the rectangle, parses the headers and unstuffs the rectangle's
   // rows of coded data.
   Status Prepare(std::span<const uint8_t> jpeg, const JpegIndex& ix, McuRect r) {
+    // Ends any StartScan: its recording (sized for that image) and all.
+    decoding = recording = sequential = false;
     if (r.x0 < 0 || r.y0 < 0 || r.x1 > ix.mcus_x || r.y1 > ix.mcus_y || r.x0 >= r.x1 ||
         r.y0 >= r.y1) {
       return absl::InvalidArgumentError(absl::StrCat("MCU rectangle [", r.x0, ", ", r.x1, ") x [",
@@ -725,25 +668,78 @@ Result<std::span<const uint8_t>> JpegSplicer::SpliceHeaders(std::span<const uint
   return std::span<const uint8_t>(st.out.data(), n);
 }
 
-Status JpegSplicer::StartScan(std::span<const uint8_t> jpeg) {
+Status JpegSplicer::StartScan(std::span<const uint8_t> jpeg, bool record) {
   State& st = *state_;
   st.decoding = false;
+  st.recording = false;
+  st.failure.clear();
   FW_RETURN_IF_ERROR(ParseLayout(jpeg, &st.l, st.dc.data(), st.ac.data()));
-  const size_t size = Unstuff(jpeg.data() + st.l.entropy_begin, jpeg.data() + st.l.entropy_end,
-                              &st.unstuffed);
+  const Layout& l = st.l;
+  st.ff.clear();
+  const size_t size = Unstuff(jpeg.data() + l.entropy_begin, jpeg.data() + l.entropy_end,
+                              &st.unstuffed, record ? &st.ff : nullptr);
   st.data_bits = uint64_t{size} * 8;
+  if (record && st.data_bits >= (uint64_t{1} << 32)) return Unsupported("more than 512 MB of coded data");
   st.limit = st.data_bits;
-  for (int b = 0; b < st.l.blocks; ++b) {
-    const ScanComponent& c = st.l.comp[st.l.block_comp[b]];
-    st.dcs[b] = &st.dc[c.dc_table];
-    st.acs[b] = &st.ac[c.ac_table];
+  for (int b = 0; b < l.blocks; ++b) {
+    const int c = l.block_comp[b];
+    st.dcs[b] = &st.dc[l.comp[c].dc_table];
+    st.acs[b] = &st.ac[l.comp[c].ac_table];
+    // Blocks that start a component other than the first: their slot in
+    // component_start.
+    st.starts[b] = c > 0 && (b == 0 || l.block_comp[b - 1] != c) ? c - 1 : -1;
   }
   st.pos = 0;
   st.pred.fill(0);
-  st.remaining = int64_t{st.l.mcus_x} * st.l.mcus_y;
+  st.total = st.remaining = int64_t{l.mcus_x} * l.mcus_y;
+  if (record) {
+    const size_t mcus = static_cast<size_t>(st.total);
+    JpegIndex& ix = st.rec;
+    ix = JpegIndex{};
+    ix.width = l.width;
+    ix.height = l.height;
+    ix.mcu_width = l.mcu_width;
+    ix.mcu_height = l.mcu_height;
+    ix.mcus_x = l.mcus_x;
+    ix.mcus_y = l.mcus_y;
+    ix.components = l.ns;
+    ix.entropy_bytes = static_cast<uint32_t>(l.entropy_end - l.entropy_begin);
+    ix.bit.resize(mcus + 1);
+    ix.dc.resize((mcus + 1) * l.ns);
+    ix.component_start.resize(mcus * (l.ns - 1));
+    st.rec_error.clear();
+    st.recording = true;
+  }
   st.sequential = true;
   st.decoding = true;
   return absl::OkStatus();
+}
+
+Result<JpegIndex> JpegSplicer::FinishIndex() {
+  State& st = *state_;
+  if (!st.recording) return absl::FailedPreconditionError("FinishIndex without StartScan(record)");
+  while (st.decoding && st.remaining > 0) {
+    if (!DecodeMcu(nullptr)) break;
+  }
+  st.recording = false;
+  st.decoding = false;
+  if (!st.failure.empty()) return Corrupt(st.failure);
+  if (!st.rec_error.empty()) return Corrupt(st.rec_error);
+  JpegIndex& ix = st.rec;
+  const int ns = st.l.ns;
+  const size_t mcus = static_cast<size_t>(st.total);
+  ix.bit[mcus] = static_cast<uint32_t>(st.pos);
+  for (int c = 0; c < ns; ++c) ix.dc[mcus * ns + c] = static_cast<int16_t>(st.pred[c]);
+  // Raw offset of the byte holding each row's first bit: its unstuffed
+  // offset plus the stuffed bytes before it.
+  ix.row_raw.resize(ix.mcus_y);
+  size_t k = 0;
+  for (int y = 0; y < ix.mcus_y; ++y) {
+    const uint32_t u = ix.bit[static_cast<size_t>(y) * ix.mcus_x] >> 3;
+    while (k < st.ff.size() && st.ff[k] < u) ++k;
+    ix.row_raw[y] = u + static_cast<uint32_t>(k);
+  }
+  return std::move(ix);
 }
 
 int JpegSplicer::blocks_per_mcu() const { return state_->l.blocks; }
@@ -759,21 +755,45 @@ bool JpegSplicer::DecodeMcu(int16_t* const* blocks) {
     ++st.y;
     st.StartRow();
   }
+  const uint64_t mcu_start = st.pos;
+  const int ns = st.l.ns;
+  const size_t m = static_cast<size_t>(st.total - st.remaining);  // sequential
+  if (st.recording) {
+    st.rec.bit[m] = static_cast<uint32_t>(mcu_start);
+    for (int c = 0; c < ns; ++c) st.rec.dc[m * ns + c] = static_cast<int16_t>(st.pred[c]);
+  }
   BitReader in(st.unstuffed.data(), st.pos);
   const uint8_t* comp = st.l.block_comp.data();
   for (int b = 0; b < st.l.blocks; ++b) {
+    if (st.recording && st.starts[b] >= 0) {
+      // An MCU holds at most 10 blocks of at most 64 * 31 bits: < 2^16.
+      st.rec.component_start[m * (ns - 1) + st.starts[b]] =
+          static_cast<uint16_t>(in.Position() - mcu_start);
+    }
     int32_t* pred = &st.pred[comp[b]];
     const bool ok = blocks != nullptr
                         ? DecodeBlock<true>(in, *st.dcs[b], *st.acs[b], pred, blocks[b])
                         : DecodeBlock<false>(in, *st.dcs[b], *st.acs[b], pred, nullptr);
     // A block reads at most 64 symbols of 31 bits: within kPadBytes of the
     // data even when the index does not match it.
-    if (!ok || in.Position() > st.limit) return false;
+    if (!ok || in.Position() > st.limit) {
+      st.decoding = false;
+      st.failure = absl::StrCat(ok ? "data ends inside MCU " : "bad Huffman code in MCU ",
+                                st.sequential ? m : 0);
+      return false;
+    }
+    // libjpeg keeps predictors in an int; an index keeps int16 (a real
+    // 8-bit image's DC values are within +-2048 * 8).
+    if (st.recording && (*pred < -32768 || *pred > 32767)) st.rec_error = "DC value out of range";
   }
   st.pos = in.Position();
   ++st.x;
   // The last MCU of a scan must end in its last byte (no data left over).
-  if (st.sequential && --st.remaining == 0 && (st.pos + 7) / 8 * 8 != st.data_bits) return false;
+  if (st.sequential && --st.remaining == 0 && (st.pos + 7) / 8 * 8 != st.data_bits) {
+    st.decoding = false;
+    st.failure = "bytes left over after the last MCU";
+    return false;
+  }
   return true;
 }
 

@@ -123,7 +123,13 @@ class JpegSplicer {
   // BuildJpegIndex for JPEGs outside the subset or with a malformed
   // layout; corrupt coded data shows as DecodeMcu returning false, also
   // when bytes are left over after the last MCU.
-  Status StartScan(std::span<const uint8_t> jpeg);
+  // With `record`, the scan's index is recorded as its MCUs are decoded;
+  // FinishIndex decodes (and drops) the MCUs left and returns it, so an
+  // image decoded for its crop is indexed in the same pass.
+  Status StartScan(std::span<const uint8_t> jpeg, bool record = false);
+  // After StartScan(jpeg, true) and any number of DecodeMcu calls: the
+  // index (BuildJpegIndex's result), or DataLoss as BuildJpegIndex.
+  Result<JpegIndex> FinishIndex();
   int blocks_per_mcu() const;
 
  private:

@@ -272,6 +272,32 @@ TEST(JpegIndexTest, DecodedMcusAreExactlyTheOriginalCoefficients) {
   }
 }
 
+TEST(JpegIndexTest, AnAbandonedRecordingDoesNotLeakIntoTheNextDecode) {
+  // A recording scan of a one-component image left unfinished (its decode
+  // failed), then a rectangle of a colour image: found by jpeg_fuzz (the
+  // recording, sized for the first image, was written to by the second).
+  JpegSplicer splicer;
+  const auto gray = Encode(40, 24, JpegColor::kGray, {90, true, false});
+  const auto color = Encode(64, 48, JpegColor::kRgb, {90, true, false});
+  ASSERT_TRUE(splicer.StartScan(gray, /*record=*/true).ok());
+  EXPECT_TRUE(splicer.DecodeMcu(nullptr));
+  auto index = BuildJpegIndex(color);
+  ASSERT_TRUE(index.ok()) << index.status();
+  Coefficients whole;
+  ASSERT_TRUE(ReadCoefficients(color, &whole));
+  ExpectExactMcus(color, *index, whole, {0, 0, index->mcus_x, index->mcus_y}, &splicer);
+  EXPECT_EQ(splicer.FinishIndex().status().code(), absl::StatusCode::kFailedPrecondition);
+  // A recording finished normally gives BuildJpegIndex's index.
+  ASSERT_TRUE(splicer.StartScan(color, /*record=*/true).ok());
+  for (int m = 0; m < 3; ++m) EXPECT_TRUE(splicer.DecodeMcu(nullptr));
+  auto recorded = splicer.FinishIndex();
+  ASSERT_TRUE(recorded.ok()) << recorded.status();
+  EXPECT_EQ(recorded->bit, index->bit);
+  EXPECT_EQ(recorded->dc, index->dc);
+  EXPECT_EQ(recorded->component_start, index->component_start);
+  EXPECT_EQ(recorded->row_raw, index->row_raw);
+}
+
 TEST(JpegIndexTest, UnsupportedJpegsAreUnimplemented) {
   const auto progressive = Encode(64, 64, JpegColor::kRgb, {90, true, true});
   auto r = BuildJpegIndex(progressive);
