@@ -68,7 +68,7 @@ class DecodeImage:
       index_cache_mb: from the second time an image is seen, keep a small
         index of where its coded blocks start (about 14 bytes per 16x16
         pixels), so later epochs decode a crop without entropy-decoding the
-        rest of the image; same output bytes, about 1.6x faster random crops.
+        rest of the image; same output bytes, about 1.35x faster random crops.
         One process-wide cache of at most this many MiB (0 = off; needs
         crop_decode). See docs/transforms.md, "Entropy index".
       fast_huffman: Huffman-decode with flywheel's decoder (the same

@@ -124,13 +124,13 @@ struct ImageOptions {
   // Huffman-decode with flywheel's decoder (jpeg_index.h) instead of
   // libjpeg-turbo's, for the JPEGs it supports (baseline, 8-bit, one scan,
   // no restart markers; others always use libjpeg's): the same
-  // coefficients, so the same pixels, ~1.6x faster entropy decoding. false:
+  // coefficients, so the same pixels; random crops ~1.2x faster. false:
   // libjpeg's everywhere (indexed crops then go through a spliced JPEG).
   bool fast_huffman = true;
   // Entropy indexes (jpeg_index.h): from the second time an image is seen,
   // remember where each 16x16 block group starts in its coded data, so
   // later decodes of a crop Huffman-decode only the blocks under it, with
-  // flywheel's faster Huffman decoder (random-resized crops ~1.6x faster;
+  // flywheel's faster Huffman decoder (random-resized crops ~1.35x faster;
   // docs/transforms.md, "Entropy index"). The output is the same bytes
   // either way. The indexes live in one process-wide cache of at
   // most this many MiB (the largest value any pipeline asks for; 14 bytes
