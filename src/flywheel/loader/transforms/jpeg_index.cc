@@ -601,6 +601,12 @@ struct JpegSplicer::State {
       return absl::InvalidArgumentError("the index was built from another JPEG");
     }
     const size_t mx = static_cast<size_t>(ix.mcus_x);
+    const size_t mcus = mx * static_cast<size_t>(ix.mcus_y);
+    if (ix.bit.size() != mcus + 1 || ix.dc.size() != (mcus + 1) * ix.components ||
+        ix.component_start.size() != mcus * (ix.components - 1) ||
+        ix.row_raw.size() != static_cast<size_t>(ix.mcus_y)) {
+      return absl::InvalidArgumentError("malformed index: its arrays do not match its MCU grid");
+    }
     // Unstuff only the rows in the rectangle: from the byte holding its
     // first bit to the byte holding the next row's first bit (and its
     // stuffed zero).

@@ -364,6 +364,16 @@ TEST(JpegIndexTest, SpliceRefusesRectanglesOutsideTheGridAndForeignIndexes) {
   }
   // An index of another image is refused, not followed.
   EXPECT_FALSE(splicer.Splice(b, *ia, {0, 0, 1, 1}).ok());
+  EXPECT_FALSE(splicer.SpliceHeaders(b, *ia, {0, 0, 1, 1}).ok());
+  // So is one whose arrays do not match its grid.
+  JpegIndex cut = *ia;
+  cut.row_raw.pop_back();
+  EXPECT_EQ(splicer.SpliceHeaders(a, cut, {0, 0, 1, 1}).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  cut = *ia;
+  cut.bit.resize(3);
+  EXPECT_EQ(splicer.Splice(a, cut, {0, 0, 1, 1}).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_FALSE(splicer.DecodeMcu(nullptr));
 }
 
 TEST(JpegIndexCacheTest, IndexesFromTheSecondSightingWithinTheBudget) {
