@@ -530,7 +530,13 @@ class ImagePipelineImpl final : public ImagePipeline {
       cinfo_.client_data = &splicer_;
       cinfo_.entropy->decode_mcu = DecodeMcuFromIndex;
     }
-    if (r->width < sw) {
+    if (r->width < sw && options_.fast_upsample) {
+      // libjpeg-turbo 2.1's merged upsampler (fast_upsample) does not honour
+      // jpeg_crop_scanline: it reads chroma samples the cropped IDCT never
+      // wrote (uninitialised memory, found by valgrind). Decode whole rows.
+      r->x = 0;
+      r->width = sw;
+    } else if (r->width < sw) {
       JDIMENSION x = static_cast<JDIMENSION>(r->x), width = static_cast<JDIMENSION>(r->width);
       jpeg_crop_scanline(&cinfo_, &x, &width);
       r->x = static_cast<int>(x);
