@@ -805,7 +805,8 @@ bool SampleFlip(uint64_t key, const ImageOptions& o) {
 
 Result<std::unique_ptr<ImagePipeline>> ImagePipeline::Create(const ImageOptions& options) {
   FW_RETURN_IF_ERROR(options.Validate());
-  return Create(options, options.index_cache_mb > 0
+  // Without crop_decode every pixel is decoded: an index would never be used.
+  return Create(options, options.index_cache_mb > 0 && options.crop_decode
                              ? JpegIndexCache::Shared(options.index_cache_mb << 20)
                              : nullptr);
 }
