@@ -109,13 +109,15 @@ class JpegSplicer {
   // until the next call. Errors as Splice.
   Result<std::span<const uint8_t>> SpliceHeaders(std::span<const uint8_t> jpeg,
                                                  const JpegIndex& index, McuRect rect);
-  // After SpliceHeaders (or StartScan): decodes the rectangle's next MCU (raster order
-  // over the rectangle) as libjpeg's Huffman decoder does: each block's 64
-  // quantized coefficients in natural order into blocks[0 ..
-  // blocks_per_mcu()), which must be zero on entry. With `blocks` null the
-  // MCU is decoded and dropped. false past the rectangle's last MCU or on a
-  // bad code (an index that does not match the bytes); reads stay inside
-  // the buffers either way.
+  // After SpliceHeaders (or StartScan): decodes the rectangle's next MCU
+  // (raster order over the rectangle) as libjpeg's Huffman decoder does:
+  // each block's 64 quantized coefficients in natural order into
+  // blocks[0 .. blocks_per_mcu()), which must be zero on entry. With
+  // `blocks` null the MCU is decoded and dropped. false past the
+  // rectangle's last MCU, on a bad code (an index that does not match the
+  // bytes), and after Splice or any failure; reads stay inside the buffers
+  // either way. Splice, SpliceHeaders and StartScan each end what the
+  // previous call started.
   bool DecodeMcu(int16_t* const* blocks);
   // Instead of a rectangle, DecodeMcu decodes the JPEG's whole scan in
   // order from its start, without an index (the faster Huffman decoder
@@ -128,7 +130,9 @@ class JpegSplicer {
   // image decoded for its crop is indexed in the same pass.
   Status StartScan(std::span<const uint8_t> jpeg, bool record = false);
   // After StartScan(jpeg, true) and any number of DecodeMcu calls: the
-  // index (BuildJpegIndex's result), or DataLoss as BuildJpegIndex.
+  // index (BuildJpegIndex's result), or DataLoss as BuildJpegIndex;
+  // FailedPrecondition when no recording is under way (none started, or
+  // another call ended it).
   Result<JpegIndex> FinishIndex();
   int blocks_per_mcu() const;
 
