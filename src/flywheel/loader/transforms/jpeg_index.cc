@@ -371,26 +371,6 @@ size_t Unstuff(const uint8_t* p, const uint8_t* end, std::vector<uint8_t>* out,
   return size;
 }
 
-// Reads one block's DC difference at *pos (advancing past it).
-inline bool ReadDc(const uint8_t* data, const Huffman& dc, uint64_t* pos, int32_t* diff) {
-  const uint64_t w = Window(data, *pos);
-  const uint32_t e = Decode(dc, w);
-  if (e == 0) return false;
-  const int l = static_cast<int>(e >> 8), s = static_cast<int>(e & 15);
-  *diff = s == 0 ? 0 : Extend(static_cast<uint32_t>((w << l) >> (64 - s)), s);
-  *pos += static_cast<uint64_t>(l + s);
-  return true;
-}
-
-// Zigzag position -> natural (row-major) position, with 16 extra entries
-// for a run that overshoots the block (corrupt data), pointing at 63 as
-// libjpeg's jpeg_natural_order does, so such blocks decode the same.
-constexpr std::array<uint8_t, 80> kNatural = {
-    0,  1,  8,  16, 9,  2,  3,  10, 17, 24, 32, 25, 18, 11, 4,  5,  12, 19, 26, 33,
-    40, 48, 41, 34, 27, 20, 13, 6,  7,  14, 21, 28, 35, 42, 49, 56, 57, 50, 43, 36,
-    29, 22, 15, 23, 30, 37, 44, 51, 58, 59, 52, 45, 38, 31, 39, 46, 53, 60, 61, 54,
-    47, 55, 62, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63};
-
 // Reads unstuffed coded data MSB first through a 64-bit buffer whose top
 // `count` bits are the next ones (refilled to at least 56 with one
 // unaligned load, without branches).
@@ -421,6 +401,27 @@ class BitReader {
   unsigned count_ = 0;
 };
 
+// Reads one block's DC difference (advancing past it). false on a bad code.
+inline bool ReadDc(BitReader& in, const Huffman& dc, int32_t* diff) {
+  in.Refill();
+  const uint64_t w = in.Peek();
+  const uint32_t e = Decode(dc, w);
+  if (e == 0) return false;
+  const int l = static_cast<int>(e >> 8), s = static_cast<int>(e & 15);
+  *diff = s == 0 ? 0 : Extend(static_cast<uint32_t>((w << l) >> (64 - s)), s);
+  in.Consume(static_cast<unsigned>(l + s));
+  return true;
+}
+
+// Zigzag position -> natural (row-major) position, with 16 extra entries
+// for a run that overshoots the block (corrupt data), pointing at 63 as
+// libjpeg's jpeg_natural_order does, so such blocks decode the same.
+constexpr std::array<uint8_t, 80> kNatural = {
+    0,  1,  8,  16, 9,  2,  3,  10, 17, 24, 32, 25, 18, 11, 4,  5,  12, 19, 26, 33,
+    40, 48, 41, 34, 27, 20, 13, 6,  7,  14, 21, 28, 35, 42, 49, 56, 57, 50, 43, 36,
+    29, 22, 15, 23, 30, 37, 44, 51, 58, 59, 52, 45, 38, 31, 39, 46, 53, 60, 61, 54,
+    47, 55, 62, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63};
+
 // Decodes one block: *pred (the component's DC predictor) plus the
 // difference into block[0], the AC coefficients at their natural positions
 // (libjpeg's entropy decoder output: quantized, not dequantized; the block
@@ -429,17 +430,13 @@ class BitReader {
 template <bool kStore>
 inline bool DecodeBlock(BitReader& in, const Huffman& dc, const Huffman& ac, int32_t* pred,
                         int16_t* block) {
-  in.Refill();
-  uint64_t w = in.Peek();
-  uint32_t e = Decode(dc, w);
-  if (e == 0) return false;
-  int l = static_cast<int>(e >> 8), size = static_cast<int>(e & 15);
-  if (size != 0) *pred += Extend(static_cast<uint32_t>((w << l) >> (64 - size)), size);
-  in.Consume(static_cast<unsigned>(l + size));
+  int32_t diff;
+  if (!ReadDc(in, dc, &diff)) return false;
+  *pred += diff;
   if constexpr (kStore) block[0] = static_cast<int16_t>(*pred);
   for (int k = 1; k < 64;) {
     in.Refill();
-    w = in.Peek();
+    const uint64_t w = in.Peek();
     const int32_t f = ac.fast[w >> (64 - kLookupBits)];
     if (f != 0) {
       in.Consume(static_cast<unsigned>(f & 0xFF));
@@ -450,11 +447,9 @@ inline bool DecodeBlock(BitReader& in, const Huffman& dc, const Huffman& ac, int
       ++k;
       continue;
     }
-    e = Decode(ac, w);
+    const uint32_t e = Decode(ac, w);
     if (e == 0) return false;
-    l = static_cast<int>(e >> 8);
-    const int r = (e >> 4) & 15;
-    size = e & 15;
+    const int l = static_cast<int>(e >> 8), r = (e >> 4) & 15, size = e & 15;
     if (size != 0) {
       k += r;
       if constexpr (kStore) {
@@ -842,7 +837,9 @@ Result<std::span<const uint8_t>> JpegSplicer::Splice(std::span<const uint8_t> jp
       pos = start;
       const Huffman& dct = st.dc[l.comp[c].dc_table];
       int32_t diff;
-      if (!ReadDc(data, dct, &pos, &diff)) return absl::InvalidArgumentError("index mismatch");
+      BitReader in(data, pos);
+      if (!ReadDc(in, dct, &diff)) return absl::InvalidArgumentError("index mismatch");
+      pos = in.Position();
       const int32_t d = index.dc[first * ns + c] + diff - pred[c];
       const int s = Category(d);
       if (dct.length[s] == 0) {
