@@ -10,7 +10,11 @@
 #include <csetjmp>
 #include <cstring>
 #include <memory>
+#include <string>
+#include <utility>
 #include <vector>
+
+#include "absl/strings/str_cat.h"
 
 #include "flywheel/base/rng.h"
 #include "flywheel/loader/transforms/image.h"
@@ -109,13 +113,22 @@ bool ReadCoefficients(std::span<const uint8_t> jpeg, Coefficients* out) {
   return true;
 }
 
+// Blocks of a component per MCU, across and down (one for a lone
+// component, coded block by block).
+std::pair<int, int> McuBlocks(const JpegIndex& index, const Coefficients::Component& c) {
+  return index.components == 1 ? std::pair{1, 1} : std::pair{c.h, c.v};
+}
+
+std::string RectName(McuRect r) {
+  return absl::StrCat("rect [", r.x0, ",", r.x1, ")x[", r.y0, ",", r.y1, ")");
+}
+
 // Splices `rect` out of `jpeg` and checks, block by block, that the spliced
 // JPEG holds exactly the original's coefficients of those MCUs, and that
 // libjpeg reads it without a warning.
 void ExpectExactSplice(const std::vector<uint8_t>& jpeg, const JpegIndex& index,
                        const Coefficients& whole, McuRect rect, JpegSplicer* splicer) {
-  SCOPED_TRACE(testing::Message() << "rect [" << rect.x0 << "," << rect.x1 << ")x[" << rect.y0
-                                  << "," << rect.y1 << ")");
+  SCOPED_TRACE(RectName(rect));
   auto spliced = splicer->Splice(jpeg, index, rect);
   ASSERT_TRUE(spliced.ok()) << spliced.status();
   Coefficients part;
@@ -130,8 +143,7 @@ void ExpectExactSplice(const std::vector<uint8_t>& jpeg, const JpegIndex& index,
   for (size_t c = 0; c < whole.components.size(); ++c) {
     const auto& a = whole.components[c];
     const auto& b = part.components[c];
-    // Blocks of this component per MCU (one for a lone component).
-    const int bw = index.components == 1 ? 1 : a.h, bh = index.components == 1 ? 1 : a.v;
+    const auto [bw, bh] = McuBlocks(index, a);
     for (int by = 0; by < std::min(b.blocks_y, (rect.y1 - rect.y0) * bh); ++by) {
       for (int bx = 0; bx < std::min(b.blocks_x, (rect.x1 - rect.x0) * bw); ++bx) {
         ASSERT_EQ(std::memcmp(a.Block(rect.x0 * bw + bx, rect.y0 * bh + by), b.Block(bx, by),
@@ -208,8 +220,7 @@ TEST(JpegIndexTest, SplicedRectanglesHoldExactlyTheOriginalCoefficients) {
 // MCUs decoded with null blocks (dropped) do not change the ones after.
 void ExpectExactMcus(const std::vector<uint8_t>& jpeg, const JpegIndex& index,
                      const Coefficients& whole, McuRect rect, JpegSplicer* splicer) {
-  SCOPED_TRACE(testing::Message() << "rect [" << rect.x0 << "," << rect.x1 << ")x[" << rect.y0
-                                  << "," << rect.y1 << ")");
+  SCOPED_TRACE(RectName(rect));
   auto headers = splicer->SpliceHeaders(jpeg, index, rect);
   ASSERT_TRUE(headers.ok()) << headers.status();
   // The headers alone are a JPEG of the rectangle's size with no coded data.
@@ -223,8 +234,7 @@ void ExpectExactMcus(const std::vector<uint8_t>& jpeg, const JpegIndex& index,
   };
   std::vector<Slot> order;
   for (size_t c = 0; c < whole.components.size(); ++c) {
-    const int bw = index.components == 1 ? 1 : whole.components[c].h;
-    const int bh = index.components == 1 ? 1 : whole.components[c].v;
+    const auto [bw, bh] = McuBlocks(index, whole.components[c]);
     for (int y = 0; y < bh; ++y) {
       for (int x = 0; x < bw; ++x) order.push_back({static_cast<int>(c), x, y});
     }
@@ -244,7 +254,7 @@ void ExpectExactMcus(const std::vector<uint8_t>& jpeg, const JpegIndex& index,
       ASSERT_TRUE(splicer->DecodeMcu(pointers.data())) << "MCU (" << mx << ", " << my << ")";
       for (size_t b = 0; b < order.size(); ++b) {
         const auto& comp = whole.components[order[b].component];
-        const int bw = index.components == 1 ? 1 : comp.h, bh = index.components == 1 ? 1 : comp.v;
+        const auto [bw, bh] = McuBlocks(index, comp);
         const int bx = mx * bw + order[b].bx, by = my * bh + order[b].by;
         if (bx >= comp.blocks_x || by >= comp.blocks_y) continue;  // edge padding blocks
         ASSERT_EQ(std::memcmp(comp.Block(bx, by), &blocks[b * 64], 64 * sizeof(int16_t)), 0)
