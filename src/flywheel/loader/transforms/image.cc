@@ -6,9 +6,9 @@
 #include <cstdio>
 // clang-format off
 #include <jpeglib.h>
-// For struct jpeg_entropy_decoder: indexed decodes replace libjpeg's Huffman
-// decoder (DecodeMcuFromIndex). Installed with jpeglib.h by
-// libjpeg62-turbo-dev; the struct is unchanged since libjpeg 6b.
+// For struct jpeg_entropy_decoder: with fast_huffman, flywheel's Huffman
+// decoder stands in for libjpeg's (DecodeMcuFromSplicer). Installed with
+// jpeglib.h by libjpeg62-turbo-dev; the struct is unchanged since libjpeg 6b.
 #include <jpegint.h>
 #include <jerror.h>
 // clang-format on
@@ -216,11 +216,11 @@ void OnJpegProgress(j_common_ptr cinfo) {
   std::longjmp(e->jump, 1);
 }
 
-// libjpeg's entropy decoder entry point for indexed decodes: the MCUs come
-// from the JpegSplicer in client_data (which read them from the original
-// JPEG's coded data, SpliceHeaders) instead of from the source manager.
+// libjpeg's entropy decoder entry point with fast_huffman: the MCUs come
+// from the JpegSplicer in client_data (the whole scan after StartScan, or an
+// indexed rectangle after SpliceHeaders) instead of from the source manager.
 // MCU_data null: decode and drop (jpeg_skip_scanlines).
-boolean DecodeMcuFromIndex(j_decompress_ptr cinfo, JBLOCKROW* mcu) {
+boolean DecodeMcuFromSplicer(j_decompress_ptr cinfo, JBLOCKROW* mcu) {
   auto* splicer = static_cast<JpegSplicer*>(cinfo->client_data);
   int16_t* blocks[D_MAX_BLOCKS_IN_MCU];
   if (mcu != nullptr) {
@@ -399,10 +399,10 @@ class ImagePipelineImpl final : public ImagePipeline {
     return JpegInfo{static_cast<int>(w), static_cast<int>(h), name};
   }
 
-  // With an index for `jpeg` (or the cache's go-ahead to build one): splices
-  // a JPEG of the MCUs under *region and decodes that instead. Returns false
-  // (cinfo_ still holding `jpeg`'s header) when it did not; true when it
-  // did, with *decoded and *region as Decode sets them.
+  // With an index for `jpeg`: decodes only the MCUs under *region (from
+  // SpliceHeaders' JPEG and DecodeMcu, or without fast_huffman a spliced
+  // JPEG). Returns false (cinfo_ still holding `jpeg`'s header) when it did
+  // not; true when it did, with *decoded and *region as Decode sets them.
   // REQUIRES: cinfo_ holds `jpeg`'s parsed header.
   // With fast_huffman, an image to index now (its second sighting) is not
   // indexed here: *record is set and the caller records the index while
@@ -443,7 +443,7 @@ class ImagePipelineImpl final : public ImagePipeline {
     if (rect.x0 == 0 && rect.y0 == 0 && rect.x1 == index->mcus_x && rect.y1 == index->mcus_y) {
       return false;  // the whole image: nothing to skip
     }
-    // With fast_huffman, the rectangle's headers only (DecodeMcuFromIndex
+    // With fast_huffman, the rectangle's headers only (DecodeMcuFromSplicer
     // feeds libjpeg the coefficients); else a JPEG of the rectangle.
     Result<std::span<const uint8_t>> spliced = options_.fast_huffman
                                                    ? splicer_.SpliceHeaders(jpeg, *index, rect)
@@ -494,8 +494,8 @@ class ImagePipelineImpl final : public ImagePipeline {
   // aborted there (or finished, reading up to EOI, when the region reaches
   // the last row). Returns nullptr (message in err_) on error. Either way
   // cinfo_ is ready for the next image.
-  // With `from_splicer`, cinfo_ holds SpliceHeaders' JPEG and the MCUs come
-  // from splicer_.
+  // With `from_splicer`, the MCUs come from splicer_ (set up by StartScan
+  // for the JPEG in cinfo_, or by SpliceHeaders for the headers in cinfo_).
   const uint8_t* Decode(Scale scale, int sw, int sh, bool cmyk, CropBox* r,
                         bool from_splicer = false) {
     if (setjmp(err_.jump)) {
@@ -528,7 +528,7 @@ class ImagePipelineImpl final : public ImagePipeline {
         return nullptr;
       }
       cinfo_.client_data = &splicer_;
-      cinfo_.entropy->decode_mcu = DecodeMcuFromIndex;
+      cinfo_.entropy->decode_mcu = DecodeMcuFromSplicer;
     }
     if (r->width < sw && options_.fast_upsample) {
       // libjpeg-turbo 2.1's merged upsampler (fast_upsample) does not honour
