@@ -891,8 +891,6 @@ Status LoaderImpl::TransformImages(const Ticket& t, Slot* slot) {
                                              " (on_error=skip leaves such rows out)"));
     }
     ReleasePipeline(oc.image, std::move(pipe));
-    indexed_images_.fetch_add(indexed, std::memory_order_relaxed);
-    indexed = 0;
     slot->image_src[c].clear();
     FW_RETURN_IF_ERROR(failed);
     bc.type = oc.out_type;
@@ -903,6 +901,7 @@ Status LoaderImpl::TransformImages(const Ticket& t, Slot* slot) {
     bc.validity = nullptr;
     bc.null_count = 0;
   }
+  indexed_images_.fetch_add(indexed, std::memory_order_relaxed);
   if (!drop.empty()) {
     const int64_t before = b.num_rows;
     DropRows(b, drop);
@@ -1040,17 +1039,13 @@ Status LoaderImpl::Gather(int c, const std::vector<int64_t>& sorted, const std::
     offsets[0] = 0;
     for (int64_t i = 0; i < n; ++i) offsets[i + 1] += offsets[i];
     const size_t bytes = static_cast<size_t>(offsets[n]) * es;
-    if (by_reference) {
-      bc.values = nullptr;
-      bc.values_size = bytes;
-      bc.offsets = offsets;
-      if (validity && bc.null_count > 0) bc.validity = validity;
-      return absl::OkStatus();
-    }
-    uint8_t* out = slot->values[c].Reserve(std::max<size_t>(1, bytes));
-    for (int64_t i = 0; i < n; ++i) {
-      const size_t len = static_cast<size_t>(offsets[i + 1] - offsets[i]) * es;
-      if (len > 0) std::memcpy(out + static_cast<size_t>(offsets[i]) * es, src_ptr[i], len);
+    uint8_t* out = nullptr;  // by reference: TransformImages reads src_ptr
+    if (!by_reference) {
+      out = slot->values[c].Reserve(std::max<size_t>(1, bytes));
+      for (int64_t i = 0; i < n; ++i) {
+        const size_t len = static_cast<size_t>(offsets[i + 1] - offsets[i]) * es;
+        if (len > 0) std::memcpy(out + static_cast<size_t>(offsets[i]) * es, src_ptr[i], len);
+      }
     }
     bc.values = out;
     bc.values_size = bytes;
