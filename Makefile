@@ -1,5 +1,7 @@
 # flywheel entry points. See README.md.
-#   make deps   install every Debian package the project needs (idempotent)
+#   make deps   install every Debian package the project needs and the Python
+#               environment from python/env/requirements.lock (idempotent)
+#   make -s python-path   print the environment's interpreter
 #   make build  configure + build (build/)
 #   make test   deps + build + every test (ctest, pytest, fuzz smoke)
 #   make demo   deps + build + the main job
@@ -7,7 +9,16 @@
 #   make fuzz   build the libFuzzer targets with clang and run each for FUZZ_SECONDS
 #   make asan-stress  the replay stress test under AddressSanitizer (STRESS_SECONDS)
 
-PYTHON ?= /usr/bin/python3
+# flywheel's Python: one virtual environment made from the committed lock
+# (python/env/requirements.lock, exact versions with hashes), kept outside the
+# clone under FLYWHEEL_CACHE and keyed by the lock's hash, so every clone and
+# CI run on a machine shares it. BASE_PYTHON only creates it (Debian's 3.11).
+FLYWHEEL_CACHE ?= $(HOME)/.cache/flywheel
+LOCK := python/env/requirements.lock
+LOCK_HASH := $(shell sha256sum $(LOCK) 2>/dev/null | cut -c1-16)
+VENV ?= $(FLYWHEEL_CACHE)/venv-$(LOCK_HASH)
+BASE_PYTHON ?= /usr/bin/python3
+PYTHON ?= $(VENV)/bin/python
 BUILD ?= build
 BUILD_TYPE ?= RelWithDebInfo
 SAN ?=
@@ -18,21 +29,26 @@ TEST_FUZZ_SECONDS ?= 10
 STRESS_SECONDS ?= 30
 CTEST_ARGS ?=
 
+# ccache keys objects by paths relative to the clone, so build/ and
+# build-wheel/ (pip install ., same depth) share them, as do two clones.
+export CCACHE_BASEDIR := $(CURDIR)
+export CCACHE_NOHASHDIR := 1
+
 DEB_PACKAGES := build-essential cmake ninja-build ccache pkg-config \
   libgtest-dev libgmock-dev libbenchmark-dev libabsl-dev libzstd-dev liblz4-dev \
-  libxxhash-dev nlohmann-json3-dev libcli11-dev pybind11-dev python3-dev \
-  python3-numpy python3-pytest clang libclang-rt-14-dev \
+  libxxhash-dev nlohmann-json3-dev libcli11-dev python3-dev python3-venv \
+  clang libclang-rt-14-dev \
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler \
-  python3-torch openmpi-bin libturbojpeg0-dev libjpeg62-turbo-dev python3-pil liburing-dev \
+  openmpi-bin libturbojpeg0-dev libjpeg62-turbo-dev liburing-dev \
   libsnappy-dev libbrotli-dev zlib1g-dev \
-  libsqlite3-dev libpq-dev postgresql python3-jsonschema python3-rfc3987 libssl-dev chromium
+  libsqlite3-dev libpq-dev postgresql libssl-dev chromium
 
 ifneq ($(SAN),)
   BUILD := build-$(SAN)
   SAN_FLAG := -DFLYWHEEL_SANITIZE=$(SAN) -DFLYWHEEL_BUILD_PYTHON=OFF
 endif
 
-.PHONY: deps build test demo table-demo bench fuzz clean ctest pytest format asan-stress
+.PHONY: deps configure build test demo table-demo bench fuzz clean ctest pytest format asan-stress python-env python-path lock
 
 deps:
 	@missing=""; for p in $(DEB_PACKAGES); do \
@@ -51,12 +67,29 @@ deps:
 	@[ -d bench/peers/node_modules/@duckdb/node-api ] && [ -d bench/peers/node_modules/playwright-core ] || \
 	  { echo "make deps: npm install in bench/peers (DuckDB, playwright-core)"; \
 	  (cd bench/peers && npm install --no-audit --no-fund); }
+	@$(MAKE) --no-print-directory python-env
 
-$(BUILD)/build.ninja:
-	cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) \
-	  -DFLYWHEEL_PYTHON=$(PYTHON) -DCMAKE_CXX_COMPILER_LAUNCHER=ccache $(SAN_FLAG)
+# The Python environment alone (part of deps).
+python-env:
+	@bash python/env/make_env.sh $(CURDIR)/$(LOCK) $(VENV) $(BASE_PYTHON)
 
-build: deps $(BUILD)/build.ninja
+python-path:
+	@echo $(PYTHON)
+
+# Re-resolves python/env/requirements.in into the hashed lock (after editing it).
+lock: python-env
+	$(FLYWHEEL_CACHE)/uv-$$(sha256sum python/env/bootstrap.lock | cut -c1-16)/bin/uv pip compile \
+	  --python-version 3.11 --python-platform x86_64-manylinux_2_28 --generate-hashes \
+	  python/env/requirements.in -o $(LOCK)
+
+# Configures when the build folder is new or was configured for another interpreter.
+configure: deps
+	@grep -qx 'FLYWHEEL_PYTHON:FILEPATH=$(PYTHON)' $(BUILD)/CMakeCache.txt 2>/dev/null && [ -f $(BUILD)/build.ninja ] || \
+	  cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) \
+	  -DFLYWHEEL_PYTHON=$(PYTHON) -Dpybind11_DIR=$$($(PYTHON) -m pybind11 --cmakedir) \
+	  -DCMAKE_CXX_COMPILER_LAUNCHER=ccache $(SAN_FLAG)
+
+build: configure
 	cmake --build $(BUILD) -j $(JOBS)
 
 ctest:

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "arrays.h"
+#include "arrow.h"
 #include "flywheel/base/metrics.h"
 #include "flywheel/loader/loader.h"
 #include "flywheel/loader/transforms/packing.h"
@@ -59,17 +60,28 @@ py::array CopyVector(const std::vector<T>& v) {
   return a;
 }
 
-py::object BatchToPython(std::shared_ptr<const Batch> batch) {
+// (epoch, position, {name: column tuple}, indices, tables, ArrowBatch): the
+// ArrowBatch exports the same buffers through the Arrow C data interface.
+py::object BatchToPython(std::shared_ptr<const Batch> batch, const format::Schema& schema) {
   std::shared_ptr<const void> owner = batch;
   py::dict columns;
+  format::RecordBatch arrow;
+  arrow.num_rows = batch->num_rows;
   for (const BatchColumn& bc : batch->columns) {
     // Writable: a batch's buffers belong to it alone once handed out, so
     // the consumer may write into them (normalise in place) and
     // torch.from_numpy / DLPack take them without a copy.
-    columns[py::str(bc.name)] = ColumnToPython(ColumnOf(bc, batch->num_rows, owner), /*writable=*/true);
+    format::Column c = ColumnOf(bc, batch->num_rows, owner);
+    columns[py::str(bc.name)] = ColumnToPython(c, /*writable=*/true);
+    const int fi = schema.FieldIndex(bc.name);
+    format::Field f = fi >= 0 ? schema.fields[static_cast<size_t>(fi)] : format::Field{bc.name, bc.type, true};
+    f.type = bc.type;  // a transform may have changed it (decoded images)
+    f.nullable = f.nullable || !c.validity.empty();
+    arrow.schema.fields.push_back(std::move(f));
+    arrow.columns.push_back(std::move(c));
   }
   return py::make_tuple(batch->epoch, batch->position, std::move(columns), CopyVector(batch->indices),
-                        CopyVector(batch->tables));
+                        CopyVector(batch->tables), WrapBatch(std::move(arrow)));
 }
 
 py::dict StatsToPython(const LoaderStats& s) {
@@ -250,7 +262,7 @@ void RegisterLoader(py::module_& m) {
               batch = ValueOrThrow(l.Next(timeout));
             }
             if (!batch) return py::none();
-            return BatchToPython(std::move(batch));
+            return BatchToPython(std::move(batch), l.schema());
           },
           py::arg("timeout") = py::none())
       .def("state", [](const Loader& l) { return l.state().ToJson(); })

@@ -7,6 +7,7 @@ namespace flywheel::python {
 void RegisterStatus(pybind11::module_& m);
 void RegisterTypes(pybind11::module_& m);
 void RegisterArrays(pybind11::module_& m);
+void RegisterArrow(pybind11::module_& m);
 void RegisterTable(pybind11::module_& m);
 void RegisterReplay(pybind11::module_& m);
 void RegisterReplayService(pybind11::module_& m);
@@ -23,6 +24,7 @@ PYBIND11_MODULE(_core, m) {
   flywheel::python::RegisterStatus(m);  // first: the others raise through it
   flywheel::python::RegisterTypes(m);
   flywheel::python::RegisterArrays(m);
+  flywheel::python::RegisterArrow(m);
   flywheel::python::RegisterTable(m);
   flywheel::python::RegisterReplay(m);
   flywheel::python::RegisterReplayService(m);  // after RegisterReplay: uses its ReplayTable

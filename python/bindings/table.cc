@@ -26,6 +26,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "arrays.h"
+#include "arrow.h"
+#include "flywheel/format/arrow.h"
 #include "flywheel/format/codec.h"
 #include "status.h"
 #include "types.h"
@@ -267,6 +269,84 @@ class PyTable {
     return BatchToPython(b);
   }
 
+  // ---- Arrow (docs/arrow.md)
+  py::object TakeBatch(const py::array_t<int64_t, py::array::c_style>& indices,
+                       std::vector<std::string> columns) const {
+    if (indices.ndim() != 1) throw py::value_error("indices must be 1-d");
+    std::vector<int64_t> idx(indices.data(), indices.data() + indices.shape(0));
+    RecordBatch b = Read([&](const Table& t) {
+      CheckColumnsNoGil(t, columns);
+      return ValueOrThrow(t.Take(idx, columns));
+    });
+    return WrapBatch(std::move(b));
+  }
+
+  // An arrow_array_stream capsule over a scan of this version.
+  py::capsule ArrowStream(std::vector<std::string> columns, std::optional<std::string> where,
+                          int64_t batch_rows) const {
+    table::ScanOptions o{columns, batch_rows, std::nullopt};
+    if (where) o.where = ValueOrThrow(table::Predicate::Parse(*where));
+    auto [scan, schema] = Read([&](const Table& t) {
+      CheckColumnsNoGil(t, columns);
+      Schema s;
+      if (columns.empty()) s = t.schema();
+      for (const auto& n : columns) s.fields.push_back(t.schema().fields[t.schema().FieldIndex(n)]);
+      return std::make_pair(std::shared_ptr<table::ScanIterator>(ValueOrThrow(t.Scan(o))), s);
+    });
+    return StreamCapsule(std::move(schema), [scan = std::move(scan)]() { return scan->Next(); });
+  }
+
+  py::capsule ArrowSchemaCapsule() const {
+    return SchemaCapsule(Read([](const Table& t) { return t.schema(); }));
+  }
+
+  // Appends every batch of an Arrow source as one version; nothing is
+  // committed when any batch fails. Returns the rows appended.
+  int64_t AppendArrow(py::handle data, Properties properties) {
+    std::unique_ptr<ArrowInput> in = OpenArrow(data);
+    return Write([&](Table& t) {
+      const Schema schema = t.schema();
+      const std::string what = absl::StrCat("append to ", t.uri());
+      std::unique_ptr<table::AppendTransaction> txn = t.BeginAppend();
+      ThrowIfError(ReadArrow(
+          *in, [](const Schema&) { return absl::OkStatus(); },
+          [&](RecordBatch b) -> Status {
+            FW_ASSIGN_OR_RETURN(RecordBatch c, format::ConformImported(std::move(b), schema, what));
+            return c.num_rows == 0 ? absl::OkStatus() : txn->Write(c);
+          }));
+      const int64_t rows = txn->rows();
+      if (rows > 0) ThrowIfError(txn->Commit(Commit(std::move(properties))));
+      return rows;
+    });
+  }
+
+  // A new table with an Arrow source's schema (version 1) and its rows
+  // (version 2, when there are any).
+  static std::shared_ptr<PyTable> CreateArrow(const std::string& path, py::handle data, const std::string& codec,
+                                              std::optional<int64_t> page_size, Properties properties) {
+    std::unique_ptr<ArrowInput> in = OpenArrow(data);
+    const table::TableOptions options = WriteOptions(codec, page_size);
+    py::gil_scoped_release nogil;
+    std::shared_ptr<Table> t;
+    std::unique_ptr<table::AppendTransaction> txn;
+    Status st = ReadArrow(
+        *in,
+        [&](const Schema& s) -> Status {
+          FW_ASSIGN_OR_RETURN(t, Table::Create(path, s, options, Commit(properties)));
+          txn = t->BeginAppend();
+          return absl::OkStatus();
+        },
+        [&](RecordBatch b) -> Status {
+          FW_ASSIGN_OR_RETURN(RecordBatch c,
+                              format::ConformImported(std::move(b), t->schema(), absl::StrCat("create ", path)));
+          return c.num_rows == 0 ? absl::OkStatus() : txn->Write(c);
+        });
+    if (st.ok() && txn->rows() > 0) st = txn->Commit(Commit(properties));
+    txn.reset();
+    ThrowIfError(st);
+    return std::make_shared<PyTable>(std::move(t));
+  }
+
   // ---- writes
   void Append(const py::dict& columns, Properties properties) {
     const auto [schema, uri] = SchemaAndUri();
@@ -373,6 +453,14 @@ void RegisterTable(py::module_& m) {
            py::arg("batch_rows") = 0)
       .def("take", &PyTable::Take, py::arg("indices"),
            py::arg("columns") = std::vector<std::string>{})
+      .def("take_batch", &PyTable::TakeBatch, py::arg("indices"),
+           py::arg("columns") = std::vector<std::string>{})
+      .def("arrow_stream", &PyTable::ArrowStream, py::arg("columns") = std::vector<std::string>{},
+           py::arg("where") = py::none(), py::arg("batch_rows") = 0)
+      .def("arrow_schema", &PyTable::ArrowSchemaCapsule)
+      .def("append_arrow", &PyTable::AppendArrow, py::arg("data"), py::arg("properties") = Properties{})
+      .def_static("create_arrow", &PyTable::CreateArrow, py::arg("path"), py::arg("data"), py::arg("codec"),
+                  py::arg("page_size"), py::arg("properties"))
       .def("append", &PyTable::Append, py::arg("columns"), py::arg("properties") = Properties{})
       .def("overwrite", &PyTable::Overwrite, py::arg("columns"), py::arg("fields") = py::none(),
            py::arg("properties") = Properties{})

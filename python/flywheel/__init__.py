@@ -13,6 +13,7 @@ private extension module ``flywheel._core``.
 from ._core import CommitConflict
 from ._convert import ListArray
 from .table import Table
+from .batch import Batch  # take() and Loader batches: dicts that Arrow readers take (docs/arrow.md)
 from .loader import Loader  # deterministic, elastic, resumable batches (docs/loader.md)
 from . import transforms  # C++ transforms for the loader: DecodeImage, PackTokens (docs/transforms.md)
 from . import replay  # flywheel.replay: experience replay, in process and over gRPC (docs/replay.md)
@@ -46,5 +47,5 @@ def metrics_text() -> str:
     from . import _core
     return _core.metrics_text()
 
-__all__ = ["Table", "Loader", "Catalog", "run", "catalog", "trace", "dump_waits", "install_hang_diagnostics", "ListArray", "ingest", "read_parquet", "parquet_schema", "metrics_text",
+__all__ = ["Table", "Batch", "Loader", "Catalog", "run", "catalog", "trace", "dump_waits", "install_hang_diagnostics", "ListArray", "ingest", "read_parquet", "parquet_schema", "metrics_text",
            "CommitConflict", "__version__"]

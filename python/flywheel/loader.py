@@ -33,6 +33,7 @@ import numpy as np
 
 from . import _core
 from . import catalog as _catalog
+from .batch import Batch
 from ._convert import batch_from_core
 
 __all__ = ["Loader"]
@@ -253,20 +254,25 @@ class Loader:
         out = self._core.next(self._timeout)
         if out is None:
             return None
-        _epoch, _position, columns, indices, tables = out
-        batch = batch_from_core(columns)
+        _epoch, _position, columns, indices, tables, arrow = out
         if self._policy is not None:
-            batch = self._policy.apply(batch)
+            batch = Batch(self._policy.apply(batch_from_core(columns)), None,
+                          "masked batches have no Arrow form (the catalog masks columns for this reader)")
+        else:
+            batch = Batch(batch_from_core(columns), arrow)
         if self._return_indices:
             batch["__index__"] = indices
             if self.num_tables > 1:
                 batch["__table__"] = tables
+        if self._transforms:
+            batch = dict(batch)  # Python transforms change it: no Arrow form (it would not match)
         for fn in self._transforms:
             batch = fn(batch)
             if not isinstance(batch, dict):
                 raise TypeError(f"a transform returned {type(batch).__name__}, expected the batch dict")
         if self._torch is not None:
-            batch = {k: self._to_torch(v) for k, v in batch.items()}
+            converted = {k: self._to_torch(v) for k, v in batch.items()}
+            batch = Batch(converted, batch._arrow, batch._why_not) if isinstance(batch, Batch) else converted
         return batch
 
     def _to_torch(self, v: Any) -> Any:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import time
 from typing import Any, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
 
@@ -18,6 +19,7 @@ import numpy as np
 from . import _core
 from . import catalog as _catalog
 from ._convert import batch_from_core, column_to_core, indices_to_core
+from .batch import ArrowStream, Batch
 
 __all__ = ["Table"]
 
@@ -57,6 +59,25 @@ def _names(columns: Optional[Iterable[str]]) -> List[str]:
     return list(columns)
 
 
+def _is_arrow(obj: Any) -> bool:
+    """Whether ``obj`` speaks the Arrow PyCapsule interface (and is not a dict of columns)."""
+    return not isinstance(obj, (Mapping, str)) and (
+        hasattr(obj, "__arrow_c_stream__") or hasattr(obj, "__arrow_c_array__"))
+
+
+def _remove_new(path: str, before: Optional[set]) -> None:
+    """Removes what a failed create left at ``path`` (entries that were not there before)."""
+    if before is None:
+        shutil.rmtree(path, ignore_errors=True)
+        return
+    for name in set(os.listdir(path)) - before if os.path.isdir(path) else ():
+        full = os.path.join(path, name)
+        if os.path.isdir(full):
+            shutil.rmtree(full, ignore_errors=True)
+        else:
+            os.unlink(full)
+
+
 class Table:
     """A handle on one version of a flywheel table.
 
@@ -78,14 +99,22 @@ class Table:
     # ------------------------------------------------------------------ open
 
     @classmethod
-    def create(cls, path: PathLike, schema: SchemaLike, *, codec: str = "none",
+    def create(cls, path: PathLike, schema: Any, *, codec: str = "none",
                page_size: Optional[int] = None,
                properties: Optional[Mapping[str, Any]] = None) -> "Table":
-        """Creates an empty table (version 1) at ``path``.
+        """Creates an empty table (version 1) at ``path``, or, given Arrow
+        data instead of a schema, a table with that data's schema (version 1)
+        and rows (version 2, one commit however many batches).
 
         Args:
           path: table directory; must not hold a table yet (FileExistsError).
-          schema: ``{"x": "int64", "emb": "float32[16]", "name": "string?"}``
+          schema: an Arrow object (anything with ``__arrow_c_stream__`` or
+            ``__arrow_c_array__``: a pyarrow Table, RecordBatch or
+            RecordBatchReader, a Polars DataFrame, a DuckDB result), read
+            without a Python row loop; its types map as docs/arrow.md says,
+            an unsupported type raises ValueError naming the column, and a
+            failure leaves no table behind. Or a schema:
+            ``{"x": "int64", "emb": "float32[16]", "name": "string?"}``
             or the text form ``"x:int64, emb:float32[16], name:string?"``. A
             trailing ``?`` makes a column nullable. Types: bool, int8..int64,
             uint8..uint64, float16, float32, float64, tensors such as
@@ -103,8 +132,18 @@ class Table:
           ValueError: bad schema, type, codec or page size.
           FileExistsError: a table exists at ``path``.
         """
-        core = _core.Table.create(_catalog._authorize(path, "WRITE", "create", create=True), _fields_of(schema), codec, page_size,
-                                  _props(properties))
+        where = _catalog._authorize(path, "WRITE", "create", create=True)
+        if _is_arrow(schema):
+            before = set(os.listdir(where)) if os.path.isdir(where) else None
+            try:
+                core = _core.Table.create_arrow(where, schema, codec, page_size, _props(properties))
+            except BaseException:
+                _remove_new(where, before)
+                raise
+            t = cls(core)
+            t._written("create", None)
+            return t
+        core = _core.Table.create(where, _fields_of(schema), codec, page_size, _props(properties))
         t = cls(core)
         t._written("create", None)
         return t
@@ -213,17 +252,21 @@ class Table:
         return (policy.apply(batch_from_core(b)) for b in it)
 
     def take(self, indices: Union[Sequence[int], np.ndarray],
-             columns: Optional[Sequence[str]] = None) -> Dict[str, Any]:
+             columns: Optional[Sequence[str]] = None) -> Batch:
         """Rows at ``indices`` (live-row numbers of this version, any order,
-        repeats allowed) as ``{column: data}`` (same forms as :meth:`scan`).
+        repeats allowed) as ``{column: data}`` (same forms as :meth:`scan`),
+        a :class:`~flywheel.Batch` that Arrow readers also take directly.
 
         Raises IndexError for an index outside ``[0, num_rows)`` (negative
         indices are not wrapped), KeyError for an unknown column.
         """
         policy = self._read_check(columns)
-        out = batch_from_core(self._t.take(indices_to_core(indices), _names(columns)))
+        core = self._t.take_batch(indices_to_core(indices), _names(columns))
         _catalog._note_read(self.path, self.version)
-        return out if policy is None else policy.apply(out)
+        if policy is None:
+            return Batch(batch_from_core(core.to_dict()), core)
+        return Batch(policy.apply(batch_from_core(core.to_dict())), None,
+                     "masked batches have no Arrow form (the catalog masks columns for this reader)")
 
     def _read_check(self, columns: Optional[Sequence[str]]):
         """With a catalog: READ checked and audited, and the masking this
@@ -245,6 +288,66 @@ class Table:
         for batch in self.scan(columns, batch_rows=n):
             return batch
         return self.take([], columns)  # rows vanished: cannot happen for one version
+
+    # ------------------------------------------------------------------ Arrow
+
+    def _arrow_check(self, columns: Optional[Sequence[str]]) -> None:
+        """With a catalog: READ checked; tagged columns are refused (Arrow
+        exports are never masked), as for :meth:`to_parquet`."""
+        if _catalog.default_catalog() is None:
+            return
+        _catalog._authorize(self.path, "READ", "export")
+        policy = _catalog._policy_for([self.path])
+        if policy is not None:
+            wanted = _names(columns) or list(self.schema)
+            hidden = [c for c in wanted if c in policy.columns]
+            if hidden:
+                _catalog._audit_denied("export", policy.columns[hidden[0]][2], {"columns": hidden})
+                raise PermissionError(
+                    f"columns {hidden} of {self.path} are tagged and principal {policy.principal!r} is not "
+                    f"cleared for them; export the others with columns=[...] (Arrow exports are never masked)")
+
+    def _arrow_stream(self, columns: Optional[Sequence[str]] = None, where: Optional[str] = None,
+                      batch_rows: Optional[int] = None) -> ArrowStream:
+        self._arrow_check(columns)
+        names = _names(columns)
+        rows = int(batch_rows or 0)
+        # Checked now (KeyError, ValueError) rather than when a reader pulls.
+        self._t.arrow_stream(names, where, rows)
+        _catalog._note_read(self.path, self.version)
+        return ArrowStream(lambda: self._t.arrow_stream(names, where, rows), self._t.arrow_schema)
+
+    def __arrow_c_stream__(self, requested_schema: Any = None):
+        """Arrow PyCapsule interface: this version as a stream of record
+        batches (page-sized; fixed-width uncompressed pages zero-copy)."""
+        return self._arrow_stream().__arrow_c_stream__()
+
+    def __arrow_c_schema__(self):
+        """Arrow PyCapsule interface: this table's schema as an Arrow struct."""
+        return self._t.arrow_schema()
+
+    def to_arrow_reader(self, columns: Optional[Sequence[str]] = None, *, where: Optional[str] = None,
+                        batch_rows: Optional[int] = None):
+        """A ``pyarrow.RecordBatchReader`` over this version (streamed: one
+        page-sized batch at a time, or ``batch_rows`` rows). ``where`` keeps
+        the rows matching ``"column OP value"`` (as :meth:`delete` takes it)."""
+        import pyarrow as pa
+        return pa.RecordBatchReader.from_stream(self._arrow_stream(columns, where, batch_rows))
+
+    def to_arrow(self, columns: Optional[Sequence[str]] = None, *, version: Optional[int] = None,
+                 where: Optional[str] = None):
+        """This version (or ``version``) as a ``pyarrow.Table``.
+
+        Uncompressed fixed-width pages are not copied: the Arrow buffers point
+        into the memory-mapped shard files, which stay mapped as long as any
+        Arrow object refers to them (the Table handle may go first). Types map
+        as docs/arrow.md says (tensors become ``arrow.fixed_shape_tensor``).
+
+        Raises KeyError for an unknown column, ValueError for a malformed
+        ``where``, FileNotFoundError for a version that is not retained.
+        """
+        t = self if version is None else self.checkout(version)
+        return t.to_arrow_reader(columns, where=where).read_all()
 
     def to_parquet(self, path: str, columns: Optional[Sequence[str]] = None, codec: str = "zstd",
                    row_group_rows: int = 122880) -> int:
@@ -285,8 +388,15 @@ class Table:
             out[name] = column_to_core(name, f[1], f[2], values)
         return out
 
-    def append(self, data: Mapping[str, Any], properties: Optional[Mapping[str, Any]] = None) -> int:
+    def append(self, data: Any, properties: Optional[Mapping[str, Any]] = None) -> int:
         """Appends rows and commits a version; returns the new version.
+
+        ``data`` may be an Arrow object (``__arrow_c_stream__`` or
+        ``__arrow_c_array__``: pyarrow, Polars, DuckDB, ...): every batch is
+        written and committed as one version, or nothing is when any batch
+        fails (unknown column, type mismatch, nulls in a non-nullable column,
+        an unsupported type: ValueError/KeyError naming the column). A stream
+        of no rows commits nothing. Otherwise:
 
         ``data`` maps column names to values, all with the same row count:
         numpy arrays (or sequences) for fixed-width columns, shape ``(n,)``
@@ -309,8 +419,12 @@ class Table:
         """
         self._write_check()
         before = self.version
-        self._t.append(self._core_columns(data, self._t.fields()), _props(properties))
-        self._written("append", before)
+        if _is_arrow(data):
+            self._t.append_arrow(data, _props(properties))
+        else:
+            self._t.append(self._core_columns(data, self._t.fields()), _props(properties))
+        if self.version != before:
+            self._written("append", before)
         return self.version
 
     def overwrite(self, data: Mapping[str, Any], *, schema: Optional[SchemaLike] = None,

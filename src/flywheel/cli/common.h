@@ -38,4 +38,9 @@ Status CheckColumnsReadable(const table::Table& t, const std::vector<std::string
 void RecordTableWrite(const std::string& job_type, const table::Table& after, int64_t before,
                       const std::string& params_json = "{}");
 
+// The interpreter `flywheel run` starts the learner with by default: the
+// python3 beside this executable (a pip-installed CLI in an environment's
+// bin/), else the interpreter the build was configured for (FLYWHEEL_PYTHON).
+std::string DefaultPython();
+
 }  // namespace flywheel::cli

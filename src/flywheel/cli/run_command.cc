@@ -749,7 +749,7 @@ class Supervisor {
   RunArgs a_;
   std::string run_dir_;
   int local_actors_;
-  std::string python_ = "/usr/bin/python3";
+  std::string python_ = DefaultPython();
   std::shared_ptr<replay::Table> table_;
   std::unique_ptr<replay::Server> server_;
   std::unique_ptr<Monitor> metrics_;
@@ -866,7 +866,7 @@ void AddRunCommand(CLI::App& app, int* rc) {
   cmd->add_option("--metrics-port", a->metrics_port,
                   "Serve Prometheus /metrics and a dashboard (/) on 127.0.0.1 at this port (0: a free one, printed; -1: off)")
       ->capture_default_str();
-  cmd->add_option("--python", a->python, "Python interpreter for the learner (default $FLYWHEEL_PYTHON, else /usr/bin/python3)");
+  cmd->add_option("--python", a->python, "Python interpreter for the learner (default $FLYWHEEL_PYTHON, else the python3 beside this executable, else the one flywheel was built for)");
   cmd->add_option("--role", a->role, "all (default), head (server + learner) or actor; set from the rank under mpirun");
   cmd->add_option("--address", a->address, "Server address for --role actor");
   cmd->add_option("--actor-id", a->actor_id, "Actor index for --role actor")->check(CLI::NonNegativeNumber);

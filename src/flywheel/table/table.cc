@@ -568,16 +568,61 @@ class TableScan final : public ScanIterator {
   int64_t row_ = 0;
 };
 
+// A scan with a row filter: reads the projected columns plus the predicate's
+// column (last, when not projected) and keeps the matching rows.
+class FilteredScan final : public ScanIterator {
+ public:
+  FilteredScan(std::unique_ptr<ScanIterator> inner, PredicateMatcher matcher, int pred_col, size_t out_cols)
+      : inner_(std::move(inner)), matcher_(std::move(matcher)), pred_col_(pred_col), out_cols_(out_cols) {}
+
+  Result<std::optional<RecordBatch>> Next() override {
+    while (true) {
+      FW_ASSIGN_OR_RETURN(std::optional<RecordBatch> b, inner_->Next());
+      if (!b) return b;
+      std::vector<int64_t> rows;
+      FW_RETURN_IF_ERROR(matcher_.Match(b->columns[static_cast<size_t>(pred_col_)], 0, &rows));
+      if (rows.empty()) continue;
+      RecordBatch out;
+      out.num_rows = static_cast<int64_t>(rows.size());
+      for (size_t c = 0; c < out_cols_; ++c) {
+        out.schema.fields.push_back(b->schema.fields[c]);
+        out.columns.push_back(rows.size() == static_cast<size_t>(b->num_rows)
+                                  ? b->columns[c]
+                                  : format::TakeColumn(b->columns[c], rows.data(), rows.size()));
+      }
+      return std::optional<RecordBatch>(std::move(out));
+    }
+  }
+
+ private:
+  std::unique_ptr<ScanIterator> inner_;
+  PredicateMatcher matcher_;
+  int pred_col_;
+  size_t out_cols_;
+};
+
 }  // namespace
 
 Result<std::unique_ptr<ScanIterator>> Table::Scan(const ScanOptions& options) const {
   FW_ASSIGN_OR_RETURN(auto cols, ResolveColumns(schema(), options.columns));
   if (options.batch_rows < 0) return absl::InvalidArgumentError("batch_rows must be >= 0");
+  std::optional<PredicateMatcher> matcher;
+  int pred_col = -1;
+  const size_t out_cols = cols.size();
+  if (options.where) {
+    FW_ASSIGN_OR_RETURN(matcher, PredicateMatcher::Make(schema(), *options.where, absl::StrCat("scan of ", uri_)));
+    const int field = schema().FieldIndex(options.where->column);
+    auto it = std::find(cols.begin(), cols.end(), field);
+    pred_col = static_cast<int>(it - cols.begin());
+    if (it == cols.end()) cols.push_back(field);
+  }
   // The iterator keeps a snapshot handle alive (it shares the file cache).
   FW_ASSIGN_OR_RETURN(auto self, MakeHandle(uri_, options_, manifest_, impl_->cache));
   Table::Impl* impl = self->impl_.get();
-  return std::unique_ptr<ScanIterator>(
+  auto scan = std::unique_ptr<ScanIterator>(
       new TableScan(std::move(self), impl, std::move(cols), options.batch_rows));
+  if (!matcher) return scan;
+  return std::unique_ptr<ScanIterator>(new FilteredScan(std::move(scan), std::move(*matcher), pred_col, out_cols));
 }
 
 Result<RecordBatch> Table::Take(const std::vector<int64_t>& indices,

@@ -144,6 +144,10 @@ struct ScanOptions {
   // back zero-copy; otherwise batches of exactly this many rows (the last may
   // be shorter).
   int64_t batch_rows = 0;
+  // Only rows matching this comparison (nulls never match); the column it
+  // reads need not be among `columns`. Filtered batches are gathered copies
+  // and may be shorter than batch_rows; batches left empty are skipped.
+  std::optional<Predicate> where;
 };
 
 // Where a live row is stored: `fragment` indexes manifest().fragments and

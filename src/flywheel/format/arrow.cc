@@ -1,0 +1,893 @@
+// The Arrow C data interface, both ways (arrow.h; mapping in docs/arrow.md).
+#include "flywheel/format/arrow.h"
+
+#include <cerrno>
+#include <charconv>
+#include <cstring>
+#include <memory>
+#include <string_view>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+
+namespace flywheel::format {
+namespace {
+
+// A readable pointer for buffers of zero bytes (some consumers dislike null
+// data pointers even when nothing is read through them).
+alignas(64) const uint8_t kEmpty[64] = {};
+
+// ---------------------------------------------------------------- type codes
+
+struct ScalarCode {
+  TypeId id;
+  const char* code;
+};
+constexpr ScalarCode kScalarCodes[] = {
+    {TypeId::kBool, "b"},    {TypeId::kInt8, "c"},    {TypeId::kUInt8, "C"},  {TypeId::kInt16, "s"},
+    {TypeId::kUInt16, "S"},  {TypeId::kInt32, "i"},   {TypeId::kUInt32, "I"}, {TypeId::kInt64, "l"},
+    {TypeId::kUInt64, "L"},  {TypeId::kFloat16, "e"}, {TypeId::kFloat32, "f"}, {TypeId::kFloat64, "g"},
+};
+
+const char* ScalarFormat(TypeId id) {
+  for (const auto& c : kScalarCodes) {
+    if (c.id == id) return c.code;
+  }
+  return nullptr;
+}
+
+TypeId ScalarOfFormat(std::string_view f) {
+  for (const auto& c : kScalarCodes) {
+    if (f == c.code) return c.id;
+  }
+  return TypeId::kNone;
+}
+
+constexpr std::string_view kTensorExtension = "arrow.fixed_shape_tensor";
+
+// Arrow's metadata encoding: int32 count, then per pair int32 length + bytes
+// for the key and the value (native byte order).
+std::string EncodeMetadata(const std::vector<std::pair<std::string, std::string>>& kv) {
+  if (kv.empty()) return {};
+  std::string out;
+  auto put32 = [&](int32_t v) { out.append(reinterpret_cast<const char*>(&v), 4); };
+  put32(static_cast<int32_t>(kv.size()));
+  for (const auto& [k, v] : kv) {
+    put32(static_cast<int32_t>(k.size()));
+    out += k;
+    put32(static_cast<int32_t>(v.size()));
+    out += v;
+  }
+  return out;
+}
+
+// Pairs of an Arrow metadata blob; malformed blobs read as empty (metadata is
+// advisory except for extension types, which then read as their storage).
+std::vector<std::pair<std::string, std::string>> DecodeMetadata(const char* md) {
+  std::vector<std::pair<std::string, std::string>> out;
+  if (md == nullptr) return out;
+  auto get32 = [&](size_t& pos) {
+    int32_t v;
+    std::memcpy(&v, md + pos, 4);
+    pos += 4;
+    return v;
+  };
+  size_t pos = 0;
+  const int32_t n = get32(pos);
+  if (n < 0 || n > (1 << 20)) return {};
+  for (int32_t i = 0; i < n; ++i) {
+    const int32_t kl = get32(pos);
+    if (kl < 0 || kl > (1 << 24)) return {};
+    std::string k(md + pos, static_cast<size_t>(kl));
+    pos += static_cast<size_t>(kl);
+    const int32_t vl = get32(pos);
+    if (vl < 0 || vl > (1 << 24)) return {};
+    std::string v(md + pos, static_cast<size_t>(vl));
+    pos += static_cast<size_t>(vl);
+    out.emplace_back(std::move(k), std::move(v));
+  }
+  return out;
+}
+
+std::string MetadataValue(const ArrowSchema& s, std::string_view key) {
+  for (auto& [k, v] : DecodeMetadata(s.metadata)) {
+    if (k == key) return v;
+  }
+  return {};
+}
+
+// Whole-string decimal integer (surrounding spaces allowed).
+bool ParseInt(std::string_view t, int64_t* v) {
+  while (!t.empty() && t.front() == ' ') t.remove_prefix(1);
+  while (!t.empty() && t.back() == ' ') t.remove_suffix(1);
+  if (t.empty()) return false;
+  auto [ptr, ec] = std::from_chars(t.data(), t.data() + t.size(), *v);
+  return ec == std::errc() && ptr == t.data() + t.size();
+}
+
+// "2, 3,4" -> {2, 3, 4}; false on anything else.
+bool ParseIntList(std::string_view t, std::vector<int64_t>* out) {
+  out->clear();
+  while (true) {
+    const size_t comma = t.find(',');
+    int64_t v;
+    if (!ParseInt(t.substr(0, comma), &v)) return false;
+    out->push_back(v);
+    if (comma == std::string_view::npos) return true;
+    t.remove_prefix(comma + 1);
+  }
+}
+
+std::string FieldName(const ArrowSchema& s) { return s.name != nullptr ? s.name : ""; }
+
+// ------------------------------------------------------------------- export
+
+struct SchemaPrivate {
+  std::string format, name, metadata;
+  std::vector<std::unique_ptr<ArrowSchema>> children;
+  std::vector<ArrowSchema*> child_ptrs;
+};
+
+void ReleaseSchema(ArrowSchema* s) {
+  if (s == nullptr || s->release == nullptr) return;
+  auto* p = static_cast<SchemaPrivate*>(s->private_data);
+  for (ArrowSchema* c : p->child_ptrs) {
+    if (c->release != nullptr) c->release(c);
+  }
+  delete p;
+  s->release = nullptr;
+}
+
+// Fills `out` from `p` (which it then owns).
+void FillSchema(std::unique_ptr<SchemaPrivate> p, int64_t flags, ArrowSchema* out) {
+  for (auto& c : p->children) p->child_ptrs.push_back(c.get());
+  out->format = p->format.c_str();
+  out->name = p->name.c_str();
+  out->metadata = p->metadata.empty() ? nullptr : p->metadata.data();
+  out->flags = flags;
+  out->n_children = static_cast<int64_t>(p->child_ptrs.size());
+  out->children = p->child_ptrs.empty() ? nullptr : p->child_ptrs.data();
+  out->dictionary = nullptr;
+  out->release = &ReleaseSchema;
+  out->private_data = p.release();
+}
+
+std::unique_ptr<ArrowSchema> ChildSchema(const char* format, const char* name) {
+  auto p = std::make_unique<SchemaPrivate>();
+  p->format = format;
+  p->name = name;
+  auto s = std::make_unique<ArrowSchema>();
+  FillSchema(std::move(p), 0, s.get());
+  return s;
+}
+
+struct ArrayPrivate {
+  std::vector<std::shared_ptr<const void>> owners;
+  std::vector<const void*> buffers;
+  std::vector<std::unique_ptr<ArrowArray>> children;
+  std::vector<ArrowArray*> child_ptrs;
+};
+
+void ReleaseArray(ArrowArray* a) {
+  if (a == nullptr || a->release == nullptr) return;
+  auto* p = static_cast<ArrayPrivate*>(a->private_data);
+  for (ArrowArray* c : p->child_ptrs) {
+    if (c->release != nullptr) c->release(c);
+  }
+  delete p;
+  a->release = nullptr;
+}
+
+void FillArray(std::unique_ptr<ArrayPrivate> p, int64_t length, int64_t null_count, ArrowArray* out) {
+  for (auto& c : p->children) p->child_ptrs.push_back(c.get());
+  out->length = length;
+  out->null_count = null_count;
+  out->offset = 0;
+  out->n_buffers = static_cast<int64_t>(p->buffers.size());
+  out->n_children = static_cast<int64_t>(p->child_ptrs.size());
+  out->buffers = p->buffers.data();
+  out->children = p->child_ptrs.empty() ? nullptr : p->child_ptrs.data();
+  out->dictionary = nullptr;
+  out->release = &ReleaseArray;
+  out->private_data = p.release();
+}
+
+const void* Keep(ArrayPrivate& p, const Buffer& b) {
+  if (b.owner) p.owners.push_back(b.owner);
+  return b.data != nullptr ? static_cast<const void*>(b.data) : kEmpty;
+}
+
+// A primitive child array (no nulls) over `values`.
+std::unique_ptr<ArrowArray> ValuesChild(const Buffer& values, int64_t length) {
+  auto p = std::make_unique<ArrayPrivate>();
+  p->buffers = {nullptr, Keep(*p, values)};
+  auto a = std::make_unique<ArrowArray>();
+  FillArray(std::move(p), length, 0, a.get());
+  return a;
+}
+
+}  // namespace
+
+Status ExportField(const Field& field, ArrowSchema* out) {
+  const DataType& t = field.type;
+  auto p = std::make_unique<SchemaPrivate>();
+  p->name = field.name;
+  if (t.id == TypeId::kString) {
+    p->format = "U";
+  } else if (t.id == TypeId::kBinary) {
+    p->format = "Z";
+  } else if (t.id == TypeId::kList) {
+    const char* elem = ScalarFormat(t.elem);
+    if (elem == nullptr) return absl::InvalidArgumentError(absl::StrCat("column '", field.name, "': bad list type"));
+    p->format = "+L";
+    p->children.push_back(ChildSchema(elem, "item"));
+  } else if (const char* code = ScalarFormat(t.id); code != nullptr) {
+    if (t.shape.empty()) {
+      p->format = code;
+    } else {
+      p->format = absl::StrCat("+w:", t.num_elements());
+      p->children.push_back(ChildSchema(code, "item"));
+      p->metadata = EncodeMetadata({{"ARROW:extension:name", std::string(kTensorExtension)},
+                                    {"ARROW:extension:metadata",
+                                     absl::StrCat("{\"shape\":[", absl::StrJoin(t.shape, ","), "]}")}});
+    }
+  } else {
+    return absl::InvalidArgumentError(
+        absl::StrCat("column '", field.name, "': type ", t.ToString(), " has no Arrow form"));
+  }
+  FillSchema(std::move(p), field.nullable ? ARROW_FLAG_NULLABLE : 0, out);
+  return absl::OkStatus();
+}
+
+Status ExportSchema(const Schema& schema, ArrowSchema* out) {
+  auto p = std::make_unique<SchemaPrivate>();
+  p->format = "+s";
+  for (const Field& f : schema.fields) {
+    auto child = std::make_unique<ArrowSchema>();
+    if (Status s = ExportField(f, child.get()); !s.ok()) {
+      for (auto& c : p->children) ReleaseSchema(c.get());
+      return s;
+    }
+    p->children.push_back(std::move(child));
+  }
+  FillSchema(std::move(p), 0, out);
+  return absl::OkStatus();
+}
+
+Status ExportColumn(const Column& c, ArrowArray* out) {
+  auto p = std::make_unique<ArrayPrivate>();
+  const int64_t nulls = c.validity.empty() ? 0 : c.null_count;
+  const void* validity = c.validity.empty() ? nullptr : Keep(*p, c.validity);
+  const DataType& t = c.type;
+  if (t.id == TypeId::kString || t.id == TypeId::kBinary) {
+    p->buffers = {validity, Keep(*p, c.offsets), Keep(*p, c.values)};
+  } else if (t.id == TypeId::kList) {
+    p->buffers = {validity, Keep(*p, c.offsets)};
+    p->children.push_back(ValuesChild(c.values, static_cast<int64_t>(c.values.size / ScalarSize(t.elem))));
+  } else if (t.id == TypeId::kBool) {
+    // flywheel keeps a byte per bool; Arrow packs bits (the one copy here).
+    uint8_t* bits;
+    Buffer packed = Buffer::Allocate(static_cast<size_t>((c.length + 7) / 8), &bits);
+    std::memset(bits, 0, packed.size);
+    for (int64_t i = 0; i < c.length; ++i) {
+      if (c.values.data[i * t.num_elements()] != 0) bits[i >> 3] |= static_cast<uint8_t>(1u << (i & 7));
+    }
+    if (!t.shape.empty()) {
+      // A bool tensor: pack every element, as the child of a fixed-size list.
+      const int64_t n = c.length * t.num_elements();
+      uint8_t* eb;
+      Buffer ebits = Buffer::Allocate(static_cast<size_t>((n + 7) / 8), &eb);
+      std::memset(eb, 0, ebits.size);
+      for (int64_t i = 0; i < n; ++i) {
+        if (c.values.data[i] != 0) eb[i >> 3] |= static_cast<uint8_t>(1u << (i & 7));
+      }
+      p->buffers = {validity};
+      p->children.push_back(ValuesChild(ebits, n));
+    } else {
+      p->buffers = {validity, Keep(*p, packed)};
+    }
+  } else if (IsScalar(t.id)) {
+    if (t.shape.empty()) {
+      p->buffers = {validity, Keep(*p, c.values)};
+    } else {
+      p->buffers = {validity};
+      p->children.push_back(ValuesChild(c.values, c.length * t.num_elements()));
+    }
+  } else {
+    return absl::InvalidArgumentError(absl::StrCat("type ", t.ToString(), " has no Arrow form"));
+  }
+  FillArray(std::move(p), c.length, nulls, out);
+  return absl::OkStatus();
+}
+
+Status ExportBatch(const RecordBatch& batch, ArrowArray* out) {
+  if (batch.columns.size() != batch.schema.fields.size()) {
+    return absl::InvalidArgumentError("record batch has a different number of columns than fields");
+  }
+  auto p = std::make_unique<ArrayPrivate>();
+  p->buffers = {nullptr};
+  for (size_t i = 0; i < batch.columns.size(); ++i) {
+    const Column& c = batch.columns[i];
+    if (c.length != batch.num_rows) {
+      for (auto& ch : p->children) ReleaseArray(ch.get());
+      return absl::InvalidArgumentError(absl::StrCat("column '", batch.schema.fields[i].name, "' has ",
+                                                     c.length, " rows, the batch ", batch.num_rows));
+    }
+    auto child = std::make_unique<ArrowArray>();
+    if (Status s = ExportColumn(c, child.get()); !s.ok()) {
+      for (auto& ch : p->children) ReleaseArray(ch.get());
+      return Status(s.code(), absl::StrCat("column '", batch.schema.fields[i].name, "': ", s.message()));
+    }
+    p->children.push_back(std::move(child));
+  }
+  FillArray(std::move(p), batch.num_rows, 0, out);
+  return absl::OkStatus();
+}
+
+namespace {
+
+struct StreamPrivate {
+  Schema schema;
+  BatchSource next;
+  std::string error;
+  bool done = false;
+};
+
+int StreamFail(StreamPrivate* p, const Status& s) {
+  p->error = std::string(s.message());
+  return s.code() == absl::StatusCode::kInvalidArgument ? EINVAL : EIO;
+}
+
+int StreamGetSchema(ArrowArrayStream* st, ArrowSchema* out) {
+  auto* p = static_cast<StreamPrivate*>(st->private_data);
+  try {
+    Status s = ExportSchema(p->schema, out);
+    return s.ok() ? 0 : StreamFail(p, s);
+  } catch (const std::exception& e) {
+    p->error = e.what();
+    return EIO;
+  }
+}
+
+int StreamGetNext(ArrowArrayStream* st, ArrowArray* out) {
+  auto* p = static_cast<StreamPrivate*>(st->private_data);
+  try {
+    if (p->done) {
+      out->release = nullptr;
+      return 0;
+    }
+    Result<std::optional<RecordBatch>> r = p->next();
+    if (!r.ok()) return StreamFail(p, r.status());
+    if (!r->has_value()) {
+      p->done = true;
+      p->next = nullptr;  // drop what the source holds (open files) at the end
+      out->release = nullptr;
+      return 0;
+    }
+    const RecordBatch& b = **r;
+    bool same = b.schema.fields.size() == p->schema.fields.size();
+    for (size_t i = 0; same && i < b.schema.fields.size(); ++i) {
+      same = b.schema.fields[i].name == p->schema.fields[i].name &&
+             b.schema.fields[i].type == p->schema.fields[i].type;
+    }
+    if (!same) {
+      return StreamFail(p, absl::InternalError(absl::StrCat("a batch of schema ", b.schema.ToString(),
+                                                            " in a stream of ", p->schema.ToString())));
+    }
+    Status s = ExportBatch(b, out);
+    return s.ok() ? 0 : StreamFail(p, s);
+  } catch (const std::exception& e) {
+    p->error = e.what();
+    return EIO;
+  }
+}
+
+const char* StreamLastError(ArrowArrayStream* st) {
+  auto* p = static_cast<StreamPrivate*>(st->private_data);
+  return p->error.empty() ? nullptr : p->error.c_str();
+}
+
+void StreamRelease(ArrowArrayStream* st) {
+  if (st == nullptr || st->release == nullptr) return;
+  delete static_cast<StreamPrivate*>(st->private_data);
+  st->release = nullptr;
+}
+
+}  // namespace
+
+void ExportStream(Schema schema, BatchSource next, ArrowArrayStream* out) {
+  auto p = std::make_unique<StreamPrivate>();
+  p->schema = std::move(schema);
+  p->next = std::move(next);
+  out->get_schema = &StreamGetSchema;
+  out->get_next = &StreamGetNext;
+  out->get_last_error = &StreamLastError;
+  out->release = &StreamRelease;
+  out->private_data = p.release();
+}
+
+// ------------------------------------------------------------------- import
+
+std::string ArrowTypeText(const ArrowSchema& s) {
+  const std::string_view f = s.format != nullptr ? s.format : "";
+  if (s.dictionary != nullptr) {
+    return absl::StrCat("dictionary<", ArrowTypeText(*s.dictionary), ">");
+  }
+  static constexpr std::pair<std::string_view, std::string_view> kNames[] = {
+      {"n", "null"},          {"b", "bool"},          {"c", "int8"},         {"C", "uint8"},
+      {"s", "int16"},         {"S", "uint16"},        {"i", "int32"},        {"I", "uint32"},
+      {"l", "int64"},         {"L", "uint64"},        {"e", "float16"},      {"f", "float32"},
+      {"g", "float64"},       {"z", "binary"},        {"Z", "large_binary"}, {"vz", "binary_view"},
+      {"u", "string"},        {"U", "large_string"},  {"vu", "string_view"}, {"tdD", "date32"},
+      {"tdm", "date64"},      {"tts", "time32[s]"},   {"ttm", "time32[ms]"}, {"ttu", "time64[us]"},
+      {"ttn", "time64[ns]"},  {"tDs", "duration[s]"}, {"tDm", "duration[ms]"}, {"tDu", "duration[us]"},
+      {"tDn", "duration[ns]"}, {"tiM", "month_interval"}, {"tiD", "day_time_interval"},
+      {"tin", "month_day_nano_interval"}, {"+s", "struct"}, {"+m", "map"}};
+  for (const auto& [code, name] : kNames) {
+    if (f == code) {
+      if (f == "+s" || f == "+m") {
+        std::vector<std::string> kids;
+        for (int64_t i = 0; i < s.n_children; ++i) {
+          kids.push_back(absl::StrCat(FieldName(*s.children[i]), ": ", ArrowTypeText(*s.children[i])));
+        }
+        return absl::StrCat(AsAbsl(name), "<", absl::StrJoin(kids, ", "), ">");
+      }
+      return std::string(name);
+    }
+  }
+  if (f.starts_with("ts") && f.size() >= 3) {
+    const std::string_view unit = f.substr(2, 1);
+    const std::string_view tz = f.size() > 4 ? f.substr(4) : "";
+    const char* u = unit == "s" ? "s" : unit == "m" ? "ms" : unit == "u" ? "us" : "ns";
+    return tz.empty() ? absl::StrCat("timestamp[", u, "]") : absl::StrCat("timestamp[", u, ", ", AsAbsl(tz), "]");
+  }
+  if (f.starts_with("d:")) return absl::StrCat("decimal(", AsAbsl(f.substr(2)), ")");
+  if (f.starts_with("w:")) return absl::StrCat("fixed_size_binary[", AsAbsl(f.substr(2)), "]");
+  const std::string child = s.n_children > 0 ? ArrowTypeText(*s.children[0]) : "?";
+  if (f == "+l") return absl::StrCat("list<", child, ">");
+  if (f == "+L") return absl::StrCat("large_list<", child, ">");
+  if (f == "+vl" || f == "+vL") return absl::StrCat("list_view<", child, ">");
+  if (f.starts_with("+w:")) return absl::StrCat("fixed_size_list<", child, ">[", AsAbsl(f.substr(3)), "]");
+  if (f.starts_with("+u")) return "union";
+  if (f == "+r") return "run_end_encoded";
+  return absl::StrCat("format '", AsAbsl(f), "'");
+}
+
+namespace {
+
+Status Unsupported(const std::string& column, const ArrowSchema& s, std::string_view why = "") {
+  return absl::InvalidArgumentError(absl::StrCat(
+      "column '", column, "': Arrow type ", ArrowTypeText(s), " is not supported by flywheel",
+      why.empty() ? "" : " (", AsAbsl(why), why.empty() ? "" : ")",
+      "; supported: bool, int8..int64, uint8..uint64, float16/32/64, string/large_string/string_view, "
+      "binary/large_binary/binary_view, list/large_list of a number, fixed_size_list or "
+      "arrow.fixed_shape_tensor of a number, and dictionaries of these (docs/arrow.md)"));
+}
+
+// The tensor shape of an arrow.fixed_shape_tensor's metadata ({"shape":[2,3], ...});
+// empty when absent or unreadable. Refuses permuted layouts.
+Result<std::vector<int64_t>> TensorShape(const ArrowSchema& s, const std::string& column) {
+  const std::string meta = MetadataValue(s, "ARROW:extension:metadata");
+  std::vector<int64_t> shape;
+  const size_t k = meta.find("\"shape\"");
+  if (k == std::string::npos) return shape;
+  size_t i = meta.find('[', k);
+  const size_t end = i == std::string::npos ? i : meta.find(']', i);
+  if (end == std::string::npos) return shape;
+  if (!ParseIntList(std::string_view(meta).substr(i + 1, end - i - 1), &shape)) return std::vector<int64_t>{};
+  for (int64_t d : shape) {
+    if (d <= 0) return std::vector<int64_t>{};
+  }
+  const size_t perm = meta.find("\"permutation\"");
+  if (perm != std::string::npos) {
+    const size_t a = meta.find('[', perm), b = meta.find(']', perm);
+    std::vector<int64_t> p;
+    bool identity = a != std::string::npos && b != std::string::npos &&
+                    ParseIntList(std::string_view(meta).substr(a + 1, b - a - 1), &p);
+    for (size_t k2 = 0; identity && k2 < p.size(); ++k2) identity = p[k2] == static_cast<int64_t>(k2);
+    if (!identity) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "column '", column, "': arrow.fixed_shape_tensor with a permutation is not supported "
+          "(flywheel tensors are row-major)"));
+    }
+  }
+  return shape;
+}
+
+// The flywheel type of an Arrow field.
+Result<DataType> TypeOf(const ArrowSchema& s, const std::string& column) {
+  if (s.format == nullptr) return absl::InvalidArgumentError(absl::StrCat("column '", column, "': no format"));
+  if (s.dictionary != nullptr) {
+    FW_ASSIGN_OR_RETURN(DataType v, TypeOf(*s.dictionary, column));
+    if (!v.shape.empty() || v.id == TypeId::kList) return Unsupported(column, s);
+    const std::string_view idx = s.format;
+    const TypeId it = ScalarOfFormat(idx);
+    if (it == TypeId::kNone || it == TypeId::kBool || it == TypeId::kFloat16 || it == TypeId::kFloat32 ||
+        it == TypeId::kFloat64) {
+      return Unsupported(column, s, "dictionary indices must be integers");
+    }
+    return v;
+  }
+  const std::string_view f = s.format;
+  if (TypeId id = ScalarOfFormat(f); id != TypeId::kNone) return DataType::Scalar(id);
+  if (f == "u" || f == "U" || f == "vu") return DataType::String();
+  if (f == "z" || f == "Z" || f == "vz") return DataType::Binary();
+  if (f == "+l" || f == "+L") {
+    if (s.n_children != 1) return Unsupported(column, s);
+    const ArrowSchema& c = *s.children[0];
+    const TypeId e = c.format != nullptr && c.dictionary == nullptr ? ScalarOfFormat(c.format) : TypeId::kNone;
+    if (e == TypeId::kNone || e == TypeId::kBool) {
+      return Unsupported(column, s, "lists hold numbers until nested types arrive");
+    }
+    return DataType::List(e);
+  }
+  if (f.starts_with("+w:")) {
+    int64_t n;
+    if (!ParseInt(f.substr(3), &n) || n <= 0 || s.n_children != 1) return Unsupported(column, s);
+    FW_ASSIGN_OR_RETURN(DataType inner, TypeOf(*s.children[0], column));
+    if (!IsScalar(inner.id)) return Unsupported(column, s, "fixed-size lists hold numbers");
+    std::vector<int64_t> shape{n};
+    shape.insert(shape.end(), inner.shape.begin(), inner.shape.end());
+    if (MetadataValue(s, "ARROW:extension:name") == kTensorExtension) {
+      FW_ASSIGN_OR_RETURN(std::vector<int64_t> ts, TensorShape(s, column));
+      int64_t prod = 1;
+      for (int64_t d : ts) prod *= d;
+      if (!ts.empty() && prod == n && inner.shape.empty()) shape = ts;
+    }
+    return DataType::Tensor(inner.id, std::move(shape));
+  }
+  if (f.starts_with("ts")) {
+    return Unsupported(column, s, "flywheel has no timestamp type yet; cast to int64");
+  }
+  if (f == "+s" || f == "+m" || f == "+vl" || f == "+vL") {
+    return Unsupported(column, s, "nested types arrive with the nested-types work");
+  }
+  return Unsupported(column, s);
+}
+
+// Keeps the imported ArrowArray alive; releasing it when the last Buffer over
+// its memory goes.
+struct ImportedArray {
+  ArrowArray array{};
+  ~ImportedArray() {
+    if (array.release != nullptr) array.release(&array);
+  }
+};
+using Owner = std::shared_ptr<const void>;
+
+Status Bad(const std::string& column, std::string_view what) {
+  return absl::InvalidArgumentError(absl::StrCat("column '", column, "': invalid Arrow array: ", AsAbsl(what)));
+}
+
+const uint8_t* BufferAt(const ArrowArray& a, int64_t i) {
+  return i < a.n_buffers && a.buffers != nullptr ? static_cast<const uint8_t*>(a.buffers[i]) : nullptr;
+}
+
+// Row i's validity bit of a bitmap starting at bit `offset`.
+bool Bit(const uint8_t* bits, int64_t i) { return (bits[i >> 3] >> (i & 7)) & 1; }
+
+// flywheel's validity (bit 0 = row 0) for rows [offset, offset + length) of
+// an Arrow array; sets *nulls.
+Buffer ImportValidity(const ArrowArray& a, int64_t offset, const Owner& owner, int64_t* nulls) {
+  const uint8_t* bits = BufferAt(a, 0);
+  *nulls = 0;
+  if (bits == nullptr || a.null_count == 0) return {};
+  int64_t n = 0;
+  for (int64_t i = 0; i < a.length; ++i) n += !Bit(bits, offset + i);
+  *nulls = n;
+  if (n == 0) return {};
+  if (offset % 8 == 0) return Buffer{bits + offset / 8, static_cast<size_t>((a.length + 7) / 8), owner};
+  uint8_t* out;
+  Buffer b = Buffer::Allocate(static_cast<size_t>((a.length + 7) / 8), &out);
+  std::memset(out, 0, b.size);
+  for (int64_t i = 0; i < a.length; ++i) {
+    if (Bit(bits, offset + i)) out[i >> 3] |= static_cast<uint8_t>(1u << (i & 7));
+  }
+  return b;
+}
+
+Buffer Unpack(const uint8_t* bits, int64_t offset, int64_t n) {
+  uint8_t* out;
+  Buffer b = Buffer::Allocate(static_cast<size_t>(n), &out);
+  for (int64_t i = 0; i < n; ++i) out[i] = Bit(bits, offset + i);
+  return b;
+}
+
+Result<Column> ImportColumn(const ArrowSchema& s, const ArrowArray& a, int64_t parent_offset,
+                            const DataType& type, const Owner& owner, const std::string& column);
+
+// Values of a fixed-width (scalar or nested fixed-size-list) array: the
+// elements of rows [offset, offset+length) as one contiguous buffer.
+Result<Buffer> FixedValues(const ArrowSchema& s, const ArrowArray& a, int64_t offset, int64_t rows,
+                           const Owner& owner, const std::string& column, TypeId elem) {
+  const std::string_view f = s.format;
+  if (f.starts_with("+w:")) {
+    int64_t n = 0;
+    (void)ParseInt(f.substr(3), &n);
+    if (a.n_children != 1 || a.children == nullptr || a.children[0] == nullptr) return Bad(column, "fixed-size list without its child");
+    const ArrowArray& c = *a.children[0];
+    if (c.null_count != 0 && BufferAt(c, 0) != nullptr) {
+      int64_t nulls = 0;
+      (void)ImportValidity(c, c.offset, owner, &nulls);
+      if (nulls > 0) return Bad(column, "tensor elements hold nulls; flywheel tensors cannot");
+    }
+    if (c.length < (offset + rows) * n) return Bad(column, "fixed-size list child is too short");
+    return FixedValues(*s.children[0], c, c.offset + offset * n, rows * n, owner, column, elem);
+  }
+  const uint8_t* data = BufferAt(a, 1);
+  if (data == nullptr && rows > 0) return Bad(column, "no values buffer");
+  if (elem == TypeId::kBool) return Unpack(data, offset, rows);
+  const size_t w = ScalarSize(elem);
+  if (rows == 0) return Buffer{kEmpty, 0, nullptr};
+  return Buffer{data + offset * static_cast<int64_t>(w), static_cast<size_t>(rows) * w, owner};
+}
+
+// int64 offsets for rows [offset, offset+length) of an int32- or int64-offset array.
+Buffer Offsets(const uint8_t* buf, bool wide, int64_t offset, int64_t length, const Owner& owner) {
+  if (wide) return Buffer{buf + offset * 8, static_cast<size_t>(length + 1) * 8, owner};
+  const int32_t* o32 = reinterpret_cast<const int32_t*>(buf) + offset;
+  uint8_t* out;
+  Buffer b = Buffer::Allocate(static_cast<size_t>(length + 1) * 8, &out);
+  int64_t* o = reinterpret_cast<int64_t*>(out);
+  for (int64_t i = 0; i <= length; ++i) o[i] = o32[i];
+  return b;
+}
+
+// Gathers string views (the view layout: 16 bytes per row, short strings
+// inline, long ones in variadic data buffers) into offsets + data.
+Result<std::pair<Buffer, Buffer>> FromViews(const ArrowArray& a, int64_t offset, const std::string& column) {
+  const uint8_t* views = BufferAt(a, 1);
+  const int64_t n_data = a.n_buffers - 3;  // validity, views, data..., sizes
+  if (views == nullptr || n_data < 0) return Bad(column, "view array without its buffers");
+  std::vector<int64_t> offs{0};
+  std::string data;
+  for (int64_t i = 0; i < a.length; ++i) {
+    const uint8_t* v = views + (offset + i) * 16;
+    int32_t len;
+    std::memcpy(&len, v, 4);
+    if (len < 0) return Bad(column, "negative view length");
+    if (len <= 12) {
+      data.append(reinterpret_cast<const char*>(v + 4), static_cast<size_t>(len));
+    } else {
+      int32_t buf, off;
+      std::memcpy(&buf, v + 8, 4);
+      std::memcpy(&off, v + 12, 4);
+      if (buf < 0 || buf >= n_data || off < 0) return Bad(column, "view points outside the data buffers");
+      const auto* sizes = reinterpret_cast<const int64_t*>(BufferAt(a, a.n_buffers - 1));
+      if (sizes != nullptr && static_cast<int64_t>(off) + len > sizes[buf]) {
+        return Bad(column, "view points past the end of its data buffer");
+      }
+      data.append(reinterpret_cast<const char*>(BufferAt(a, 2 + buf)) + off, static_cast<size_t>(len));
+    }
+    offs.push_back(static_cast<int64_t>(data.size()));
+  }
+  return std::make_pair(Buffer::FromVector(std::move(offs)), Buffer::FromString(std::move(data)));
+}
+
+Result<Column> ImportDictionary(const ArrowSchema& s, const ArrowArray& a, int64_t offset, const DataType& type,
+                                const Owner& owner, const std::string& column) {
+  if (a.dictionary == nullptr) return Bad(column, "dictionary array without its dictionary");
+  FW_ASSIGN_OR_RETURN(Column dict, ImportColumn(*s.dictionary, *a.dictionary, 0, type, owner, column));
+  const TypeId it = ScalarOfFormat(s.format);
+  const uint8_t* idx = BufferAt(a, 1);
+  if (idx == nullptr && a.length > 0) return Bad(column, "dictionary indices missing");
+  int64_t nulls;
+  Buffer validity = ImportValidity(a, offset, owner, &nulls);
+  std::vector<int64_t> rows(static_cast<size_t>(a.length));
+  const size_t w = ScalarSize(it);
+  for (int64_t i = 0; i < a.length; ++i) {
+    const uint8_t* p = idx + (offset + i) * static_cast<int64_t>(w);
+    int64_t v = 0;
+    switch (it) {
+      case TypeId::kInt8: v = *reinterpret_cast<const int8_t*>(p); break;
+      case TypeId::kUInt8: v = *p; break;
+      case TypeId::kInt16: { int16_t x; std::memcpy(&x, p, 2); v = x; break; }
+      case TypeId::kUInt16: { uint16_t x; std::memcpy(&x, p, 2); v = x; break; }
+      case TypeId::kInt32: { int32_t x; std::memcpy(&x, p, 4); v = x; break; }
+      case TypeId::kUInt32: { uint32_t x; std::memcpy(&x, p, 4); v = x; break; }
+      default: { int64_t x; std::memcpy(&x, p, 8); v = x; break; }
+    }
+    const bool valid = validity.empty() || Bit(validity.data, i);
+    if (!valid) v = 0;
+    if (valid && (v < 0 || v >= dict.length)) {
+      return Bad(column, absl::StrCat("dictionary index ", v, " at row ", i, " outside a dictionary of ",
+                                      dict.length));
+    }
+    rows[static_cast<size_t>(i)] = v;
+  }
+  Column out;
+  if (dict.length == 0) {
+    out = MakeNullColumn(type, a.length, true);
+  } else {
+    out = TakeColumn(dict, rows.data(), rows.size());
+  }
+  out.validity = validity;
+  out.null_count = nulls;
+  return out;
+}
+
+Result<Column> ImportColumn(const ArrowSchema& s, const ArrowArray& a, int64_t parent_offset,
+                            const DataType& type, const Owner& owner, const std::string& column) {
+  if (a.length < 0 || a.offset < 0) return Bad(column, "negative length or offset");
+  const int64_t offset = a.offset + parent_offset;
+  if (s.dictionary != nullptr) return ImportDictionary(s, a, offset, type, owner, column);
+  Column c;
+  c.type = type;
+  c.length = a.length;
+  c.validity = ImportValidity(a, offset, owner, &c.null_count);
+  const std::string_view f = s.format;
+  if (type.id == TypeId::kString || type.id == TypeId::kBinary) {
+    if (f == "vu" || f == "vz") {
+      FW_ASSIGN_OR_RETURN(auto ov, FromViews(a, offset, column));
+      c.offsets = std::move(ov.first);
+      c.values = std::move(ov.second);
+    } else {
+      const uint8_t* o = BufferAt(a, 1);
+      const uint8_t* d = BufferAt(a, 2);
+      if (o == nullptr) return Bad(column, "no offsets buffer");
+      c.offsets = Offsets(o, f == "U" || f == "Z", offset, a.length, owner);
+      // The data buffer's size is not in the interface: the last offset bounds it.
+      const int64_t* off = c.offsets.as<int64_t>();
+      for (int64_t i = 0; i < a.length; ++i) {
+        if (off[i] > off[i + 1] || off[i] < 0) return Bad(column, absl::StrCat("offsets decrease at row ", i));
+      }
+      const int64_t end = off[a.length];
+      if (end > 0 && d == nullptr) return Bad(column, "no data buffer");
+      c.values = Buffer{d != nullptr ? d : kEmpty, static_cast<size_t>(end), owner};
+    }
+    return c;
+  }
+  if (type.id == TypeId::kList) {
+    const uint8_t* o = BufferAt(a, 1);
+    if (o == nullptr || a.n_children != 1 || a.children == nullptr || a.children[0] == nullptr) {
+      return Bad(column, "list without offsets or child");
+    }
+    c.offsets = Offsets(o, f == "+L", offset, a.length, owner);
+    const int64_t* off = c.offsets.as<int64_t>();
+    for (int64_t i = 0; i < a.length; ++i) {
+      if (off[i] > off[i + 1] || off[i] < 0) return Bad(column, absl::StrCat("offsets decrease at row ", i));
+    }
+    const ArrowArray& child = *a.children[0];
+    const int64_t end = a.length > 0 ? off[a.length] : 0;
+    if (end > child.length) return Bad(column, "list offsets run past the child array");
+    int64_t child_nulls = 0;
+    (void)ImportValidity(child, child.offset, owner, &child_nulls);
+    if (child_nulls > 0) return Bad(column, "list elements hold nulls; flywheel lists of numbers cannot");
+    // Elements [0, end) of the child, from its own offset; flywheel offsets
+    // index into them as Arrow's do.
+    FW_ASSIGN_OR_RETURN(c.values, FixedValues(*s.children[0], child, child.offset, end, owner, column, type.elem));
+    return c;
+  }
+  FW_ASSIGN_OR_RETURN(c.values, FixedValues(s, a, offset, a.length, owner, column, type.id));
+  if (type.id == TypeId::kBool && !type.shape.empty()) {
+    // Unpacked above element by element already (bool tensors).
+  }
+  return c;
+}
+
+}  // namespace
+
+Result<Schema> ImportSchema(const ArrowSchema& s) {
+  if (s.release == nullptr) return absl::InvalidArgumentError("Arrow schema is released");
+  if (s.format == nullptr || std::string_view(s.format) != "+s") {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "expected an Arrow struct type (a record batch's schema), got ", ArrowTypeText(s)));
+  }
+  Schema out;
+  for (int64_t i = 0; i < s.n_children; ++i) {
+    const ArrowSchema& c = *s.children[i];
+    Field f;
+    f.name = FieldName(c);
+    f.nullable = (c.flags & ARROW_FLAG_NULLABLE) != 0;
+    FW_ASSIGN_OR_RETURN(f.type, TypeOf(c, f.name));
+    out.fields.push_back(std::move(f));
+  }
+  FW_RETURN_IF_ERROR(out.Validate());
+  return out;
+}
+
+Result<RecordBatch> ImportBatch(ArrowArray* array, const ArrowSchema& schema) {
+  auto holder = std::make_shared<ImportedArray>();
+  holder->array = *array;
+  array->release = nullptr;
+  const ArrowArray& a = holder->array;
+  if (a.release == nullptr) return absl::InvalidArgumentError("Arrow array is released");
+  FW_ASSIGN_OR_RETURN(Schema fields, ImportSchema(schema));
+  if (a.n_children != static_cast<int64_t>(fields.fields.size())) {
+    return absl::InvalidArgumentError(absl::StrCat("Arrow struct array has ", a.n_children,
+                                                   " children, its schema ", fields.fields.size()));
+  }
+  if (a.null_count != 0 && BufferAt(a, 0) != nullptr) {
+    int64_t nulls = 0;
+    (void)ImportValidity(a, a.offset, nullptr, &nulls);
+    if (nulls > 0) return absl::InvalidArgumentError("Arrow record batch has null rows at the top level");
+  }
+  RecordBatch b;
+  b.num_rows = a.length;
+  Owner owner = holder;
+  for (int64_t i = 0; i < a.n_children; ++i) {
+    const Field& f = fields.fields[static_cast<size_t>(i)];
+    const ArrowArray* child = a.children != nullptr ? a.children[i] : nullptr;
+    if (child == nullptr) return Bad(f.name, "missing child array");
+    if (child->length < a.length + a.offset) {
+      return absl::InvalidArgumentError(absl::StrCat("column '", f.name, "' has ", child->length - a.offset,
+                                                     " rows but the batch has ", a.length));
+    }
+    FW_ASSIGN_OR_RETURN(Column c, ImportColumn(*schema.children[i], *child, a.offset, f.type, owner, f.name));
+    c.length = a.length;
+    if (child->length != a.length + a.offset) {
+      // A child longer than the batch (allowed by Arrow): its first rows only.
+      c = c.Slice(0, a.length);
+    }
+    FW_RETURN_IF_ERROR(c.Validate(f.name));
+    b.columns.push_back(std::move(c));
+  }
+  b.schema = std::move(fields);
+  // Arrow marks nearly every field nullable; a field whose data has no nulls
+  // is checked against the target schema by the writer, not here.
+  return b;
+}
+
+Result<RecordBatch> ConformImported(RecordBatch batch, const Schema& target, std::string_view what) {
+  for (size_t i = 0; i < batch.columns.size(); ++i) {
+    Field& f = batch.schema.fields[i];
+    Column& c = batch.columns[i];
+    const int ti = target.FieldIndex(f.name);
+    if (ti < 0) {
+      return absl::InvalidArgumentError(absl::StrCat(AsAbsl(what), ": column '", f.name,
+                                                     "' is not in the table schema (", target.ToString(), ")"));
+    }
+    const Field& t = target.fields[static_cast<size_t>(ti)];
+    const bool reshape = IsScalar(t.type.id) && t.type.id == c.type.id && !c.type.shape.empty() &&
+                         !t.type.shape.empty() && t.type.num_elements() == c.type.num_elements();
+    if (!(c.type == t.type) && !reshape) {
+      return absl::InvalidArgumentError(absl::StrCat(AsAbsl(what), ": column '", f.name, "' is ",
+                                                     c.type.ToString(), " in the Arrow data but ",
+                                                     t.type.ToString(), " in the table"));
+    }
+    c.type = t.type;
+    if (!t.nullable && !c.validity.empty() && c.null_count > 0) {
+      return absl::InvalidArgumentError(absl::StrCat(AsAbsl(what), ": column '", f.name, "' has ", c.null_count,
+                                                     " nulls but is not nullable in the table"));
+    }
+    if (!t.nullable) c.validity = {};
+    f = t;
+  }
+  return batch;
+}
+
+Status ImportStream(ArrowArrayStream* stream, const std::function<Status(const Schema&)>& on_schema,
+                    const std::function<Status(RecordBatch)>& sink) {
+  struct Releaser {
+    ArrowArrayStream* s;
+    ~Releaser() {
+      if (s->release != nullptr) s->release(s);
+    }
+  } releaser{stream};
+  if (stream->release == nullptr) return absl::InvalidArgumentError("Arrow stream is released");
+  auto err = [&](int code, std::string_view what) {
+    const char* e = stream->get_last_error(stream);
+    return absl::InvalidArgumentError(absl::StrCat("Arrow stream: ", AsAbsl(what), ": ",
+                                                   e != nullptr ? e : std::strerror(code)));
+  };
+  ArrowSchema schema{};
+  if (int rc = stream->get_schema(stream, &schema); rc != 0) return err(rc, "reading its schema");
+  struct SchemaReleaser {
+    ArrowSchema* s;
+    ~SchemaReleaser() {
+      if (s->release != nullptr) s->release(s);
+    }
+  } schema_releaser{&schema};
+  FW_ASSIGN_OR_RETURN(Schema fw, ImportSchema(schema));
+  FW_RETURN_IF_ERROR(on_schema(fw));
+  for (int64_t n = 0;; ++n) {
+    ArrowArray array{};
+    if (int rc = stream->get_next(stream, &array); rc != 0) return err(rc, absl::StrCat("reading batch ", n));
+    if (array.release == nullptr) return absl::OkStatus();
+    FW_ASSIGN_OR_RETURN_CTX(RecordBatch b, ImportBatch(&array, schema), "Arrow stream batch ", n);
+    FW_RETURN_IF_ERROR_CTX(sink(std::move(b)), "Arrow stream batch ", n);
+  }
+}
+
+}  // namespace flywheel::format
