@@ -24,7 +24,7 @@ ROWS="${FW_BENCH_ROWS:-1000000}"
 REPEATS="${FW_BENCH_REPEATS:-3}"
 ONLY="${FW_BENCH_ONLY:-format table commit replay replay_service envs rl loader parquet catalog erase metrics}"
 TMP="${FW_BENCH_TMP:-/tmp}"
-PYTHON="${PYTHON:-/usr/bin/python3}"
+PYTHON="${PYTHON:-$(make -s -C "$ROOT" python-path)}"
 
 for b in table_bench commit_bench format_bench replay_bench replay_service_bench envs_bench; do
   if [[ ! -x "$BIN/$b" ]]; then
@@ -65,8 +65,8 @@ for what in $ONLY; do
       echo; echo "== replay_service_bench (loopback gRPC vs a raw gRPC stream; 7-10 min at 3 repeats)"
       "$BIN/replay_service_bench" --repeats="$REPEATS" --out="$OUT" ;;
     envs)
-      echo; echo "== envs_bench (EnvPool on CartPole vs a plain Python loop; /usr/bin/python3 runs the Python side)"
-      "$BIN/envs_bench" --repeats="$REPEATS" --out="$OUT" --pythonpath="$BUILD/python" ;;
+      echo; echo "== envs_bench (EnvPool on CartPole vs a plain Python loop; $PYTHON runs the Python side)"
+      "$BIN/envs_bench" --repeats="$REPEATS" --out="$OUT" --pythonpath="$BUILD/python" --python="$PYTHON" ;;
     rl)
       echo; echo "== rl_bench (flywheel run: PPO and IMPALA on CartPole vs the same PPO in one synchronous process; 3 seeds, ~1 min)"
       PYTHONPATH="$BUILD/python" "$PYTHON" "$ROOT/bench/rl_bench.py" --bin "$BUILD/src/flywheel/cli/flywheel" \
