@@ -48,7 +48,7 @@ ifneq ($(SAN),)
   SAN_FLAG := -DFLYWHEEL_SANITIZE=$(SAN) -DFLYWHEEL_BUILD_PYTHON=OFF
 endif
 
-.PHONY: deps configure build test demo table-demo bench fuzz clean ctest pytest format asan-stress python-env python-path lock
+.PHONY: pip-install-check deps configure build test demo table-demo bench fuzz clean ctest pytest format asan-stress python-env python-path lock
 
 deps:
 	@missing=""; for p in $(DEB_PACKAGES); do \
@@ -114,6 +114,15 @@ asan-stress: deps
 	  -DFLYWHEEL_BUILD_PYTHON=OFF -DFLYWHEEL_BUILD_BENCH=OFF -DCMAKE_CXX_COMPILER_LAUNCHER=ccache >/dev/null
 	cmake --build build-asan-stress -j $(JOBS) --target replay_stress_test
 	FLYWHEEL_STRESS_SECONDS=$(STRESS_SECONDS) build-asan-stress/tests/replay_stress_test --gtest_filter='*Uniform*'
+
+# `pip install .` as a user runs it: a fresh venv, normal build isolation
+# (build dependencies from PyPI), then import flywheel and the CLI from there.
+# (tests/python/test_install.py does the same without build isolation, fast.)
+pip-install-check: deps
+	rm -rf $(BUILD)-pip-check && $(BASE_PYTHON) -m venv $(BUILD)-pip-check/venv
+	$(BUILD)-pip-check/venv/bin/pip install --disable-pip-version-check -C build-dir=$(CURDIR)/build-wheel .
+	cd /tmp && $(CURDIR)/$(BUILD)-pip-check/venv/bin/python -c 'import flywheel, sys; print("import flywheel:", flywheel.__file__); assert flywheel.__file__.startswith(sys.prefix)'
+	$(BUILD)-pip-check/venv/bin/flywheel --help | head -3
 
 # The main job: PPO solves CartPole-v1 (server, learner and actors under
 # `flywheel run`); the run directory is runs/cartpole_ppo.

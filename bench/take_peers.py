@@ -66,6 +66,8 @@ import numpy as np
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SIZES = (1, 256, 4096)
 KINDS = {"fixed": ["id", "emb"], "string": ["text"]}
+FORMS = {"native": "each reader's own result (flywheel: numpy arrays and a list of str; the others: a pyarrow.Table)",
+         "flywheel": "every reader's result converted to numpy arrays and a list of str (flywheel's form)"}
 EMB_DIM = 64
 
 
@@ -235,6 +237,54 @@ def run_calls(take, cols, idx_pool, seconds):
     return calls, time.perf_counter() - t0
 
 
+def measure(a, rng, n, takes, live, cols, size):
+    """One (column kind, take size) cell: --repeats rounds of every reader,
+    alternating; returns figures, samples and ratios."""
+    cap = max(8, int(a.seconds * {1: 40000, 256: 4000, 4096: 400}[size]))
+    samples = {name: [] for name in live}
+    for r in range(a.repeats + 1):  # round 0 warms up and is not kept
+        for name in live:
+            pool = [rng.choice(n, size, replace=False) for _ in range(cap)]
+            calls, dt = run_calls(takes[name], cols, pool, a.seconds if r else min(a.seconds, 0.05))
+            if r:
+                samples[name].append(dt / calls)
+    cell = {}
+    for name in live:
+        ts = samples[name]
+        best, med = min(ts), statistics.median(ts)
+        cell[name] = {"rows_per_s_best": size / best, "rows_per_s_median": size / med,
+                      "calls_per_s_best": 1 / best, "calls_per_s_median": 1 / med,
+                      "seconds_per_call_samples": ts}
+    fw = cell["flywheel"]["rows_per_s_best"]
+    others = [x for x in live if x != "flywheel"]
+    ratios = {f"flywheel/{x}": fw / cell[x]["rows_per_s_best"] for x in others}
+    if others:
+        bp = max(others, key=lambda x: cell[x]["rows_per_s_best"])
+        ratios["best_peer"] = bp
+        ratios["flywheel/best_peer"] = fw / cell[bp]["rows_per_s_best"]
+    return {"columns": cols, "take_rows": size, "peers": cell, "ratios": ratios}
+
+
+def as_flywheel_form(take):
+    """``take`` with its result converted to what flywheel's take returns:
+    numpy arrays ((n,) and (n, 64)) and a list of str."""
+    def conv(idx, cols):
+        res = take(idx, cols)
+        if isinstance(res, dict):
+            return res
+        out = {}
+        for c in cols:
+            col = res[c]
+            if c == "text":
+                out[c] = col.to_pylist()
+            elif c == "emb":
+                out[c] = col.combine_chunks().flatten().to_numpy().reshape(-1, EMB_DIM)
+            else:
+                out[c] = col.to_numpy()
+        return out
+    return conv
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -246,6 +296,10 @@ def main():
     p.add_argument("--ipc-batch-rows", type=int, default=0,
                    help="Arrow IPC record batch rows (default 0: the whole table in one batch)")
     p.add_argument("--peers", default="flywheel,lance,parquet,arrow_ipc", help="comma-separated readers to run")
+    p.add_argument("--forms", default="native,flywheel",
+                   help="result forms to time: native (each reader's own result: numpy + list of str for "
+                        "flywheel, pyarrow.Table for the others) and/or flywheel (every result converted to "
+                        "numpy arrays + a list of str, what flywheel returns); default both")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--tmp", default="/tmp", help="parent of the scratch directory (deleted at exit)")
     p.add_argument("--out", default=os.path.join(ROOT, "bench", "results", "take_peers.json"))
@@ -256,6 +310,9 @@ def main():
         if a.out == p.get_default("out"):
             a.out = os.path.join(a.tmp, "take_peers.quick.json")
     peers = [x for x in a.peers.split(",") if x]
+    forms = [x for x in a.forms.split(",") if x]
+    if not forms or any(f not in FORMS for f in forms):
+        p.error(f"--forms: choose from {','.join(FORMS)}")
     if "flywheel" not in peers:
         p.error("--peers must include flywheel (the ratios are flywheel's)")
     if a.rows < max(SIZES):
@@ -267,7 +324,7 @@ def main():
           f"load {mach['loadavg_at_start']}", flush=True)
     scratch = tempfile.mkdtemp(prefix="flywheel-take-peers-", dir=a.tmp)
     try:
-        results = run(a, peers, scratch, mach)
+        results = run(a, peers, forms, scratch, mach)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     results["machine"]["loadavg_at_end"] = loadavg()
@@ -277,7 +334,7 @@ def main():
     print(f"wrote {a.out}")
 
 
-def run(a, peers, scratch, mach):
+def run(a, peers, forms, scratch, mach):
     rng = np.random.default_rng(a.seed)
     n = a.rows
     t0 = time.perf_counter()
@@ -329,48 +386,32 @@ def run(a, peers, scratch, mach):
     for name in live:
         got = takes[name](check, ["id", "emb", "text"])
         assert np.array_equal(np.asarray(column_values(got, "id")), check), name
-        e = column_values(got, "emb")
-        e = np.asarray(e) if isinstance(e, np.ndarray) else np.stack(e)
+        e = np.asarray(column_values(got, "emb"))
+        e = np.stack(e) if e.dtype == object else e
         assert np.array_equal(e.reshape(-1, EMB_DIM), emb[check]), name
         assert column_values(got, "text") == want_text, name
     del table
 
     cells = {}
-    for kind, cols in KINDS.items():
-        for size in SIZES:
-            cap = max(8, int(a.seconds * {1: 40000, 256: 4000, 4096: 400}[size]))
-            samples = {name: [] for name in live}
-            for r in range(a.repeats + 1):  # round 0 warms up and is not kept
-                for name in live:
-                    pool = [rng.choice(n, size, replace=False) for _ in range(cap)]
-                    calls, dt = run_calls(takes[name], cols, pool, a.seconds if r else min(a.seconds, 0.05))
-                    if r:
-                        samples[name].append(dt / calls)
-            cell = {}
-            for name in live:
-                ts = samples[name]
-                best, med = min(ts), statistics.median(ts)
-                cell[name] = {"rows_per_s_best": size / best, "rows_per_s_median": size / med,
-                              "calls_per_s_best": 1 / best, "calls_per_s_median": 1 / med,
-                              "seconds_per_call_samples": ts}
-            fw = cell["flywheel"]["rows_per_s_best"]
-            others = [x for x in live if x != "flywheel"]
-            ratios = {f"flywheel/{x}": fw / cell[x]["rows_per_s_best"] for x in others}
-            if others:
-                bp = max(others, key=lambda x: cell[x]["rows_per_s_best"])
-                ratios["best_peer"] = bp
-                ratios["flywheel/best_peer"] = fw / cell[bp]["rows_per_s_best"]
-            cells[f"{kind}/{size}"] = {"columns": cols, "take_rows": size, "peers": cell, "ratios": ratios}
-            line = "  ".join(f"{x} {cell[x]['rows_per_s_best']:.3g}" for x in live)
-            print(f"take {kind:6s} {size:5d} rows: rows/s (best) {line}", flush=True)
+    for form in forms:
+        fn = takes if form == "native" else {x: as_flywheel_form(f) for x, f in takes.items()}
+        for kind, cols in KINDS.items():
+            for size in SIZES:
+                cells[f"{form}/{kind}/{size}"] = measure(a, rng, n, fn, live, cols, size)
+                c = cells[f"{form}/{kind}/{size}"]["peers"]
+                line = "  ".join(f"{x} {c[x]['rows_per_s_best']:.3g}" for x in live)
+                print(f"take {form:7s} {kind:6s} {size:5d} rows: rows/s (best) {line}", flush=True)
 
-    report(cells, live)
     targets = {}
-    if "lance" in live:
-        met = {k: c["ratios"]["flywheel/lance"] >= 1.0 for k, c in cells.items()}
-        targets = {"flywheel_at_least_lance_every_size": all(met.values()), "per_cell": met}
-        print(f"target (flywheel >= Lance at every size): {'met' if all(met.values()) else 'NOT met'}"
-              + ("" if all(met.values()) else f" (missed: {', '.join(k for k, v in met.items() if not v)})"))
+    for form in forms:
+        sub = {k: c for k, c in cells.items() if k.startswith(form + "/")}
+        print(f"\nresults as {FORMS[form]}:")
+        report(sub, live)
+        if "lance" in live:
+            met = {k: c["ratios"]["flywheel/lance"] >= 1.0 for k, c in sub.items()}
+            targets[f"{form}: flywheel_at_least_lance_every_size"] = all(met.values())
+            print(f"target (flywheel >= Lance at every size), {form}: {'met' if all(met.values()) else 'NOT met'}"
+                  + ("" if all(met.values()) else f" (missed: {', '.join(k for k, v in met.items() if not v)})"))
     return {"benchmark": "take_peers", "machine": mach,
             "versions": versions("flywheel", "lance", "pyarrow", "numpy"),
             "flags": {k: v for k, v in vars(a).items()},
@@ -379,7 +420,7 @@ def run(a, peers, scratch, mach):
                      "text_bytes": int(len(tbytes))},
             "peers": info, "method": "best and median of --repeats rounds; a round is calls for ~--seconds; "
                                       "fresh random distinct indices per call, drawn before timing; warm page cache",
-            "cells": cells, "targets": targets}
+            "forms": {f: FORMS[f] for f in forms}, "cells": cells, "targets": targets}
 
 
 def report(cells, live):
@@ -388,7 +429,7 @@ def report(cells, live):
     head += (["fw/lance"] if "lance" in live else []) + (["fw/best peer"] if others else [])
     rows = []
     for key, c in cells.items():
-        kind, size = key.split("/")
+        kind, size = key.split("/")[-2:]
         pc = c["peers"]
         row = [kind, size] + [f"{pc[x]['rows_per_s_best']:.3g} (med {pc[x]['rows_per_s_median']:.3g})" for x in live]
         row += [f"{pc[x]['calls_per_s_best']:.3g}" for x in live]

@@ -54,7 +54,7 @@ std::string ShapeText(const py::array& a) {
 py::array ExactArray(const Field& f, py::handle obj, const py::dtype& dtype, const char* what) {
   if (!py::isinstance<py::array>(obj)) {
     TypeError(f, std::string(what) + " must be a numpy array, got " +
-                     std::string(py::str(obj.get_type().attr("__name__"))));
+                     std::string(py::str(py::type::handle_of(obj).attr("__name__"))));
   }
   auto a = py::reinterpret_borrow<py::array>(obj);
   if (!a.dtype().equal(dtype)) {
@@ -120,7 +120,7 @@ Column BytesFromPython(const Field& f, py::handle values_obj) {
   const bool is_string = f.type.id == TypeId::kString;
   if (!PyList_Check(values_obj.ptr())) {
     TypeError(f, std::string("values must be a list of ") + (is_string ? "str" : "bytes") +
-                     ", got " + std::string(py::str(values_obj.get_type().attr("__name__"))));
+                     ", got " + std::string(py::str(py::type::handle_of(values_obj).attr("__name__"))));
   }
   PyObject* list = values_obj.ptr();
   const Py_ssize_t n = PyList_GET_SIZE(list);
@@ -148,7 +148,7 @@ Column BytesFromPython(const Field& f, py::handle values_obj) {
       bits[i >> 3] |= static_cast<uint8_t>(1u << (i & 7));
     } else {
       TypeError(f, "row " + std::to_string(i) + " is " +
-                       std::string(py::str(py::handle(item).get_type().attr("__name__"))) +
+                       std::string(py::str(py::type::handle_of(py::handle(item)).attr("__name__"))) +
                        ", need " + (is_string ? "str" : "bytes") + (f.nullable ? " or None" : ""));
     }
     offsets[static_cast<size_t>(i) + 1] = static_cast<int64_t>(data.size());

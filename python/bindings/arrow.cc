@@ -101,7 +101,7 @@ std::unique_ptr<ArrowInput> OpenArrow(py::handle obj) {
   }
   if (!py::hasattr(obj, "__arrow_c_array__")) {
     throw py::type_error(absl::StrCat("expected an Arrow object (with __arrow_c_stream__ or __arrow_c_array__), got ",
-                                      std::string(py::str(obj.get_type().attr("__name__")))));
+                                      std::string(py::str(py::type::handle_of(obj).attr("__name__")))));
   }
   py::tuple caps = obj.attr("__arrow_c_array__")();
   if (caps.size() != 2) throw py::value_error("__arrow_c_array__ must return (schema capsule, array capsule)");

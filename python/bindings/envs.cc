@@ -237,7 +237,7 @@ class PyEnvPool {
     if (!a || (a.dtype().kind() != 'i' && a.dtype().kind() != 'u')) {
       throw py::type_error(
           absl::StrCat("env_ids must be integers, got ",
-                       a ? DTypeText(a) : std::string(py::str(obj.get_type().attr("__name__")))));
+                       a ? DTypeText(a) : std::string(py::str(py::type::handle_of(obj).attr("__name__")))));
     }
     if (a.ndim() != 1) {
       throw py::value_error(

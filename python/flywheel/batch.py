@@ -1,6 +1,6 @@
 """Batches that Arrow readers take directly (docs/arrow.md).
 
-:class:`Batch` is the ``dict`` of columns that :meth:`flywheel.Table.take` and
+:class:`Batch` is the mapping of columns that :meth:`flywheel.Table.take` and
 :class:`flywheel.Loader` return, plus the Arrow PyCapsule interface
 (``__arrow_c_array__``, ``__arrow_c_stream__``, ``__arrow_c_schema__``) over
 the same buffers, so ``pyarrow.record_batch(b)``, ``pyarrow.table(b)``,
@@ -11,21 +11,58 @@ caller adds or replaces in the dict are not part of it.
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Optional
+from collections.abc import MutableMapping
+from typing import Any, Iterator, Mapping, Optional
 
 __all__ = ["Batch", "ArrowStream"]
 
 
-class Batch(dict):
+class Batch(MutableMapping):
     """``{column: data}`` (see :meth:`flywheel.Table.scan` for the forms) that
-    also exports itself through the Arrow C data interface."""
+    also exports itself through the Arrow C data interface.
 
-    __slots__ = ("_arrow", "_why_not")
+    A mutable mapping rather than a ``dict`` subclass: Arrow readers
+    (``pyarrow.table``, ``pyarrow.record_batch``, DuckDB) treat a ``dict`` as
+    columns to convert and would never ask for the capsule. ``dict(batch)``
+    gives a plain dict.
+    """
+
+    __slots__ = ("_cols", "_arrow", "_why_not")
 
     def __init__(self, columns: Mapping[str, Any], arrow: Any = None, why_not: Optional[str] = None):
-        super().__init__(columns)
+        self._cols = dict(columns)
         self._arrow = arrow
         self._why_not = why_not
+
+    def __getitem__(self, key: str) -> Any:
+        return self._cols[key]
+
+    def __setitem__(self, key: str, value: Any) -> None:
+        self._cols[key] = value
+
+    def __delitem__(self, key: str) -> None:
+        del self._cols[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._cols)
+
+    def __len__(self) -> int:
+        return len(self._cols)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._cols
+
+    def keys(self):
+        return self._cols.keys()
+
+    def items(self):
+        return self._cols.items()
+
+    def values(self):
+        return self._cols.values()
+
+    def __repr__(self) -> str:
+        return f"Batch({self._cols!r})"
 
     def _core(self):
         if self._arrow is None:
@@ -53,7 +90,7 @@ class Batch(dict):
 
     def __reduce__(self):
         # Pickles (and copies) as a plain dict: the Arrow view does not travel.
-        return (dict, (dict(self),))
+        return (dict, (dict(self._cols),))
 
 
 class ArrowStream:
