@@ -120,7 +120,7 @@ asan-stress: deps
 # (tests/python/test_install.py does the same without build isolation, fast.)
 pip-install-check: deps
 	rm -rf $(BUILD)-pip-check && $(BASE_PYTHON) -m venv $(BUILD)-pip-check/venv
-	$(BUILD)-pip-check/venv/bin/pip install --disable-pip-version-check -C build-dir=$(CURDIR)/build-wheel .
+	$(BUILD)-pip-check/venv/bin/pip install --disable-pip-version-check --config-settings build-dir=$(CURDIR)/build-wheel .
 	cd /tmp && $(CURDIR)/$(BUILD)-pip-check/venv/bin/python -c 'import flywheel, sys; print("import flywheel:", flywheel.__file__); assert flywheel.__file__.startswith(sys.prefix)'
 	$(BUILD)-pip-check/venv/bin/flywheel --help | head -3
 

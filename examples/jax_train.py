@@ -75,8 +75,9 @@ def correct(model, x, label):
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--dir", default=None, help="where to make the tables, or find them from an earlier run with the same sizes and seed "
-                   "(default: a temporary directory)")
+    p.add_argument("--dir", default=None,
+                   help="where to make the tables, or find them from an earlier run with the same sizes and "
+                        "seed (default: a temporary directory)")
     p.add_argument("--train-rows", type=int, default=8192)
     p.add_argument("--heldout-rows", type=int, default=2048)
     p.add_argument("--epochs", type=int, default=5)

@@ -108,18 +108,15 @@ def to_jax(batch: Mapping[str, Any], sharding: ShardingLike = None) -> Dict[str,
     Numeric, non-null ndarrays are converted as described for
     :class:`Loader` (``sharding``: None, a Device, a Sharding, or a dict
     column -> any of those; columns missing from the dict stay on the host
-    CPU device); other values are returned as they are.
+    CPU device); other values are returned as they are. The result is a
+    plain dict, so JAX takes it as a pytree (a ``flywheel.Batch`` is a
+    mapping JAX does not know).
     """
-    cpu = jax.local_devices(backend="cpu")[0] if sharding is None or isinstance(sharding, Mapping) else None
+    cpu = jax.local_devices(backend="cpu")[0]
     out: Dict[str, Any] = {}
     for name, v in batch.items():
-        if not _convertible(v):
-            out[name] = v
-            continue
         target = sharding.get(name) if isinstance(sharding, Mapping) else sharding
-        if target is None and cpu is None:
-            cpu = jax.local_devices(backend="cpu")[0]
-        out[name] = _place(name, v, target, cpu)
+        out[name] = _place(name, v, target, cpu) if _convertible(v) else v
     return out
 
 

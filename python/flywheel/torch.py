@@ -20,10 +20,7 @@ Example::
             ...
         torch.save({"model": model.state_dict(), "data": ds.state_dict()}, "ckpt.pt")
 
-JAX has no loader of its own to plug into: iterate ``flywheel.Loader``
-directly and hand arrays to ``jax.numpy.asarray`` (a host copy) or, for
-device arrays without a host copy, ``jax.dlpack.from_dlpack(torch_tensor)``
-on batches from ``format="torch"`` (docs/loader.md, "JAX").
+JAX: use :mod:`flywheel.jax` (docs/jax.md).
 """
 
 from __future__ import annotations

@@ -44,7 +44,7 @@ def test_pip_install_into_a_fresh_venv_gives_import_and_cli(tmp_path):
     with open(os.path.join(fresh_site, "flywheel_build_deps.pth"), "w") as f:
         f.write(site + "\n")
     r = subprocess.run([py, "-m", "pip", "install", "--no-build-isolation", "--disable-pip-version-check", "-q",
-                        "-C", f"build-dir={REPO}/build-wheel", REPO],
+                        "--config-settings", f"build-dir={REPO}/build-wheel", REPO],
                        env=env, capture_output=True, text=True, timeout=1500)
     assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-4000:]
     script = textwrap.dedent("""

@@ -136,6 +136,11 @@ def test_to_jax_copies_only_what_xla_cannot_use_in_place():
     assert out["s"] == ["x"]
     for k, want in (("a", aligned), ("b", off16), ("c", aligned[:, :8]), ("d", readonly)):
         np.testing.assert_array_equal(np.asarray(out[k]), want)
+    # A device, per column: device_put, also in place on a CPU device.
+    cpu = jax.local_devices(backend="cpu")[0]
+    out = flywheel.jax.to_jax({"a": aligned, "b": off16}, {"a": cpu})
+    assert out["a"].devices() == {cpu} and out["a"].unsafe_buffer_pointer() == aligned.ctypes.data
+    np.testing.assert_array_equal(np.asarray(out["b"]), off16)
 
 
 def test_arrays_stay_valid_after_later_batches_and_after_the_loader_is_gone(table):
