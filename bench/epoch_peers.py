@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """One shuffled epoch into a training loop: flywheel.Loader against the data loaders people use.
 
-Workload: ``--rows`` rows (default 250K) of
+Workload: ``--rows`` rows (default 200K) of
 
     feature  float32[64]   standard normal
     label    int64         = row number (each epoch's sum checks that every
@@ -25,9 +25,14 @@ a float32 (B, 64) array, an int64 (B,) array and B strings per batch.
                   file (group_size:1, uncompressed: Grain's documented
                   random-access format) with a MapTransform decoding each
                   record, IndexSampler(shuffle=True, num_epochs=epochs),
-                  Batch(batch_size), worker_count=workers, default
-                  ReadOptions. One iterator runs all epochs (Grain's way);
-                  epochs are cut where the rows served reach k * rows.
+                  Batch(batch_size), worker_count=workers,
+                  ReadOptions(num_threads=0): what Grain's ReadOptions
+                  docstring recommends when the data are already in memory
+                  (here: in the page cache); its default (16 threads, 500
+                  prefetched elements) ran 2-5x slower on the development VM
+                  (--grain-threads 16 measures it). One iterator runs all
+                  epochs (Grain's way); epochs are cut where the rows served
+                  reach k * rows.
   grain_memmap    the same DataLoader over a RandomAccessDataSource of the
                   memory-mapped .npy files (no per-record decoding).
   hf_iter         HF datasets: Dataset of the same Arrow table, save_to_disk
@@ -184,12 +189,12 @@ def run_flywheel(ctx, epochs):
 
 def run_torch_memmap(ctx, epochs):
     import torch
+    clock = EpochClock(ctx["rows"])
     ds = MemmapSource(ctx["npy"])
     dl = torch.utils.data.DataLoader(ds, batch_size=ctx["batch"],
                                      sampler=torch.utils.data.RandomSampler(
                                          ds, generator=torch.Generator().manual_seed(ctx["seed"])),
                                      num_workers=ctx["workers"], persistent_workers=ctx["workers"] > 0)
-    clock = EpochClock(ctx["rows"])
     for _ in range(epochs):
         for b in dl:
             clock.batch(as_numpy(b["feature"]), as_numpy(b["label"]), b["text"])
@@ -207,7 +212,7 @@ def _grain_run(ctx, epochs, source, ops):
                               num_epochs=epochs, seed=ctx["seed"])
     clock = EpochClock(ctx["rows"])
     dl = gp.DataLoader(data_source=source, sampler=sampler, operations=list(ops) + [gp.Batch(ctx["batch"])],
-                       worker_count=ctx["workers"])
+                       worker_count=ctx["workers"], read_options=gp.ReadOptions(num_threads=ctx["grain_threads"]))
     for b in dl:
         clock.batch(b["feature"], b["label"], b["text"])
     clock.end()
@@ -235,8 +240,8 @@ def run_grain_memmap(ctx, epochs):
 
 def run_hf_iter(ctx, epochs):
     import datasets
-    ds = datasets.load_from_disk(ctx["hf"]).with_format("numpy")
     clock = EpochClock(ctx["rows"])
+    ds = datasets.load_from_disk(ctx["hf"]).with_format("numpy")
     for e in range(epochs):
         for b in ds.shuffle(seed=ctx["seed"] + e).iter(batch_size=ctx["batch"]):
             clock.batch(b["feature"], b["label"], b["text"])
@@ -247,11 +252,11 @@ def run_hf_iter(ctx, epochs):
 def run_hf_torch(ctx, epochs):
     import datasets
     import torch
+    clock = EpochClock(ctx["rows"])
     ds = datasets.load_from_disk(ctx["hf"]).with_format("numpy")
     dl = torch.utils.data.DataLoader(ds, batch_size=ctx["batch"], shuffle=True,
                                      generator=torch.Generator().manual_seed(ctx["seed"]),
                                      num_workers=ctx["workers"], persistent_workers=ctx["workers"] > 0)
-    clock = EpochClock(ctx["rows"])
     for _ in range(epochs):
         for b in dl:
             clock.batch(as_numpy(b["feature"]), as_numpy(b["label"]), b["text"])
@@ -261,13 +266,21 @@ def run_hf_torch(ctx, epochs):
 
 
 def run_mosaic_streaming(ctx, epochs):
+    """A subprocess in Streaming's environment; the first one also writes the
+    MDS shards (from the .npy files) before it starts the clock."""
+    first = not os.path.exists(os.path.join(ctx["mds"], "index.json"))
     r = subprocess.run([ctx["streaming_python"], os.path.join(STREAMING, "epoch_streaming.py"), "run",
-                        "--mds", ctx["mds"], "--batch", str(ctx["batch"]), "--workers", str(ctx["workers"]),
+                        "--data", ctx["npy"], "--mds", ctx["mds"], "--batch", str(ctx["batch"]), "--workers", str(ctx["workers"]),
                         "--epochs", str(epochs), "--seed", str(ctx["seed"]), "--rows", str(ctx["rows"])],
                        capture_output=True, text=True)
     if r.returncode != 0:
         raise RuntimeError(f"epoch_streaming.py run failed ({r.returncode}): {r.stderr[-3000:]}")
-    return json.loads(r.stdout.strip().splitlines()[-1])["epochs"]
+    out = json.loads(r.stdout.strip().splitlines()[-1])
+    if first and "written" in out:
+        ctx["formats"]["mds"] = {"bytes_on_disk": du(ctx["mds"]), **out["written"]}
+        print(f"  mds: {ctx['formats']['mds']}", flush=True)
+    ctx.setdefault("streaming_versions", out.get("versions", {}))
+    return out["epochs"]
 
 
 RUNNERS = {name: globals()[f"run_{name}"] for name in LOADERS}
@@ -284,6 +297,7 @@ def write_data(a, scratch, loaders, streaming_python):
     label = np.arange(n, dtype=np.int64)
     toff, tbytes = make_text(rng, n)
     ctx = {"rows": n, "batch": a.batch, "workers": a.workers, "seed": a.seed, "paths": {},
+           "grain_threads": a.grain_threads,
            "streaming_python": streaming_python,
            "expect_label_sum": n * (n - 1) // 2, "expect_text_bytes": int(toff[-1]), "formats": {}}
     print(f"data: {n} rows (feature float32[{DIM}], label int64, text {len(tbytes) / n:.0f} B/row on average), "
@@ -337,14 +351,8 @@ def write_data(a, scratch, loaders, streaming_python):
                     + tbytes[toff[i]:toff[i + 1]].tobytes())
         w.close()
         done("arrayrecord", path, t0, options="group_size:1,uncompressed")
-    if "mosaic_streaming" in need:
-        t0 = time.perf_counter()
-        path = os.path.join(scratch, "mds")
-        r = subprocess.run([ctx["streaming_python"], os.path.join(STREAMING, "epoch_streaming.py"), "write",
-                            "--data", ctx["npy"], "--mds", path], capture_output=True, text=True)
-        if r.returncode != 0:
-            raise RuntimeError(f"epoch_streaming.py write failed ({r.returncode}): {r.stderr[-3000:]}")
-        done("mds", path, t0, **json.loads(r.stdout.strip().splitlines()[-1]))
+    if "mosaic_streaming" in need:  # written by the first run_mosaic_streaming (one interpreter start less)
+        ctx["mds"] = ctx["paths"]["mds"] = os.path.join(scratch, "mds")
     return ctx
 
 
@@ -384,19 +392,21 @@ def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter,
                                 epilog="\n\n".join(__doc__.split("\n\n")[1:]))
-    p.add_argument("--rows", type=int, default=250_000, help="rows (default 250K)")
+    p.add_argument("--rows", type=int, default=200_000, help="rows (default 200K)")
     p.add_argument("--repeats", type=int, default=2, help="fresh loaders per loader kind (default 2)")
     p.add_argument("--epochs", type=int, default=2, help="epochs per repeat, >= 2 (default 2)")
     p.add_argument("--batch", type=int, default=256)
     p.add_argument("--workers", type=int, default=2, help="workers/threads of every loader (default 2)")
+    p.add_argument("--grain-threads", type=int, default=0,
+                   help="Grain ReadOptions.num_threads (default 0, Grain's advice for data in memory)")
     p.add_argument("--loaders", default=",".join(LOADERS), help="comma-separated subset of " + ",".join(LOADERS))
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--tmp", default="/tmp", help="parent of the scratch directory (deleted at exit)")
     p.add_argument("--out", default=os.path.join(ROOT, "bench", "results", "epoch_peers.json"))
-    p.add_argument("--quick", action="store_true", help="smoke test: 10K rows, 1 repeat of 2 epochs")
+    p.add_argument("--quick", action="store_true", help="smoke test: 5K rows, 1 repeat of 2 epochs")
     a = p.parse_args()
     if a.quick:
-        a.rows, a.repeats, a.epochs = min(a.rows, 10_000), 1, 2
+        a.rows, a.repeats, a.epochs = min(a.rows, 5_000), 1, 2
         if a.out == p.get_default("out"):
             a.out = os.path.join(a.tmp, "epoch_peers.quick.json")
     loaders = [x for x in a.loaders.split(",") if x]
@@ -409,7 +419,7 @@ def main():
     mach = machine()
     print(f"== epoch_peers: {a.rows} rows, batch {a.batch}, {a.workers} workers, {mach['nproc']} CPUs "
           f"({mach['cpu_model']}), load {mach['loadavg_at_start']}", flush=True)
-    skipped = {}
+    skipped, failed = {}, {}
     sp = None
     if "mosaic_streaming" in loaders:
         sp = streaming_python()
@@ -430,6 +440,13 @@ def main():
                 except ImportError as e:
                     skipped[name] = f"not importable: {e}"
                     print(f"{name}: skipped ({e})", flush=True)
+                    continue
+                except Exception as e:  # a peer that breaks is reported; the others still run
+                    if name == "flywheel":
+                        raise
+                    failed[name] = f"{type(e).__name__}: {e}"
+                    skipped[name] = "failed (see failed)"
+                    print(f"{name}: FAILED: {failed[name]}", flush=True)
                     continue
                 runs[name].append(ep)
                 print(f"repeat {rep + 1} {name:18s} " + "  ".join(
@@ -461,13 +478,15 @@ def main():
            "method": "median over repeats; each repeat a fresh loader running --epochs epochs; epoch 1 includes "
                      "building the loader (cold start, warm page cache); steady state = mean of epochs 2..",
            "loaders": res, "ratios_steady": ratios, "ratios_first_epoch": ratios_first, "skipped": skipped,
+           "failed": failed,
            "targets": {"flywheel_ahead_of_every_loader": target}}
-    if "mosaic_streaming" in res:
-        out["versions"]["mosaic_streaming_env"] = res["mosaic_streaming"]["repeats"][0][0].get("versions", {})
+    if ctx.get("streaming_versions"):
+        out["versions"]["mosaic_streaming_env"] = ctx["streaming_versions"]
     os.makedirs(os.path.dirname(os.path.abspath(a.out)), exist_ok=True)
     with open(a.out, "w") as f:
         json.dump(out, f, indent=2)
     print(f"wrote {a.out}")
+    return 1 if failed else 0
 
 
 def files_of(name):

@@ -60,6 +60,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Mapping
 
 import numpy as np
 
@@ -270,7 +271,7 @@ def as_flywheel_form(take):
     numpy arrays ((n,) and (n, 64)) and a list of str."""
     def conv(idx, cols):
         res = take(idx, cols)
-        if isinstance(res, dict):
+        if isinstance(res, Mapping):  # flywheel's batch: already numpy + list of str
             return res
         out = {}
         for c in cols:

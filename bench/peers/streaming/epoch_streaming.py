@@ -9,14 +9,16 @@ with that interpreter:
          compression, the default 64 MB size limit) of the rows in NPY_DIR
          (feature.npy float32[n, 64], label.npy int64, text_offsets.npy +
          text_bytes.npy); prints a JSON line describing them.
-  run    --mds DIR --batch B --workers W --epochs E --seed S --rows N
+  run    [--data NPY_DIR] --mds DIR --batch B --workers W --epochs E --seed S --rows N
+         (with --data, first writes the shards as `write` does when DIR has
+         none: one interpreter start, ~10 s of imports, less) then
          StreamingDataset(local=DIR, shuffle=True, shuffle_seed=S,
          batch_size=B) through torch's DataLoader(batch_size=B,
          num_workers=W); E epochs, every batch through epoch_peers.train_step
          (the same step as every other loader); the first epoch includes
          building the dataset and starting the workers. Prints one JSON line:
          {"epochs": [{rows, seconds, samples_per_s, label_sum, text_bytes}],
-          "versions": {...}}.
+          "versions": {...}, "written": {...} when it wrote the shards}.
 """
 
 import argparse
@@ -37,7 +39,9 @@ COLUMNS = {"feature": "ndarray:float32:64", "label": "int64", "text": "str"}
 
 
 def write(a):
+    """Writes the MDS shards; returns a dict describing them."""
     from streaming import MDSWriter
+    t0 = time.perf_counter()
     feature = np.load(os.path.join(a.data, "feature.npy"), mmap_mode="r")
     label = np.load(os.path.join(a.data, "label.npy"), mmap_mode="r")
     toff = np.load(os.path.join(a.data, "text_offsets.npy"), mmap_mode="r")
@@ -47,10 +51,14 @@ def write(a):
             w.write({"feature": np.array(feature[i]), "label": int(label[i]),
                      "text": tbytes[toff[i]:toff[i + 1]].tobytes().decode()})
     shards = sorted(f for f in os.listdir(a.mds) if f.endswith(".mds"))
-    print(json.dumps({"columns": COLUMNS, "compression": None, "shards": len(shards)}))
+    return {"columns": COLUMNS, "compression": None, "shards": len(shards),
+            "write_seconds": round(time.perf_counter() - t0, 3)}
 
 
 def run(a):
+    written = None
+    if a.data and not os.path.exists(os.path.join(a.mds, "index.json")):
+        written = write(a)
     import streaming
     import torch
     from streaming.base.util import clean_stale_shared_memory
@@ -62,8 +70,11 @@ def run(a):
         for b in dl:
             clock.batch(as_numpy(b["feature"]), as_numpy(b["label"]), b["text"])
         clock.end()
-    print(json.dumps({"epochs": clock.out, "versions": {"streaming": streaming.__version__,
-                                                        "torch": torch.__version__, "numpy": np.__version__}}))
+    out = {"epochs": clock.out, "versions": {"streaming": streaming.__version__, "torch": torch.__version__,
+                                             "numpy": np.__version__}}
+    if written:
+        out["written"] = written
+    print(json.dumps(out))
 
 
 def main():
@@ -73,6 +84,7 @@ def main():
     w.add_argument("--data", required=True)
     w.add_argument("--mds", required=True)
     r = sub.add_parser("run")
+    r.add_argument("--data", help="write the shards from this .npy directory first if --mds has none")
     r.add_argument("--mds", required=True)
     r.add_argument("--batch", type=int, default=256)
     r.add_argument("--workers", type=int, default=2)
@@ -80,7 +92,10 @@ def main():
     r.add_argument("--seed", type=int, default=0)
     r.add_argument("--rows", type=int, required=True)
     a = p.parse_args()
-    {"write": write, "run": run}[a.cmd](a)
+    if a.cmd == "write":
+        print(json.dumps(write(a)))
+    else:
+        run(a)
 
 
 if __name__ == "__main__":

@@ -567,21 +567,21 @@ const uint8_t* BufferAt(const ArrowArray& a, int64_t i) {
 // Row i's validity bit of a bitmap starting at bit `offset`.
 bool Bit(const uint8_t* bits, int64_t i) { return (bits[i >> 3] >> (i & 7)) & 1; }
 
-// flywheel's validity (bit 0 = row 0) for rows [offset, offset + length) of
+// flywheel's validity (bit 0 = row 0) for rows [offset, offset + rows) of
 // an Arrow array; sets *nulls.
-Buffer ImportValidity(const ArrowArray& a, int64_t offset, const Owner& owner, int64_t* nulls) {
+Buffer ImportValidity(const ArrowArray& a, int64_t offset, int64_t rows, const Owner& owner, int64_t* nulls) {
   const uint8_t* bits = BufferAt(a, 0);
   *nulls = 0;
   if (bits == nullptr || a.null_count == 0) return {};
   int64_t n = 0;
-  for (int64_t i = 0; i < a.length; ++i) n += !Bit(bits, offset + i);
+  for (int64_t i = 0; i < rows; ++i) n += !Bit(bits, offset + i);
   *nulls = n;
   if (n == 0) return {};
-  if (offset % 8 == 0) return Buffer{bits + offset / 8, static_cast<size_t>((a.length + 7) / 8), owner};
+  if (offset % 8 == 0) return Buffer{bits + offset / 8, static_cast<size_t>((rows + 7) / 8), owner};
   uint8_t* out;
-  Buffer b = Buffer::Allocate(static_cast<size_t>((a.length + 7) / 8), &out);
+  Buffer b = Buffer::Allocate(static_cast<size_t>((rows + 7) / 8), &out);
   std::memset(out, 0, b.size);
-  for (int64_t i = 0; i < a.length; ++i) {
+  for (int64_t i = 0; i < rows; ++i) {
     if (Bit(bits, offset + i)) out[i >> 3] |= static_cast<uint8_t>(1u << (i & 7));
   }
   return b;
@@ -594,7 +594,7 @@ Buffer Unpack(const uint8_t* bits, int64_t offset, int64_t n) {
   return b;
 }
 
-Result<Column> ImportColumn(const ArrowSchema& s, const ArrowArray& a, int64_t parent_offset,
+Result<Column> ImportColumn(const ArrowSchema& s, const ArrowArray& a, int64_t parent_offset, int64_t rows,
                             const DataType& type, const Owner& owner, const std::string& column);
 
 // Values of a fixed-width (scalar or nested fixed-size-list) array: the
@@ -609,7 +609,7 @@ Result<Buffer> FixedValues(const ArrowSchema& s, const ArrowArray& a, int64_t of
     const ArrowArray& c = *a.children[0];
     if (c.null_count != 0 && BufferAt(c, 0) != nullptr) {
       int64_t nulls = 0;
-      (void)ImportValidity(c, c.offset, owner, &nulls);
+      (void)ImportValidity(c, c.offset, c.length, owner, &nulls);
       if (nulls > 0) return Bad(column, "tensor elements hold nulls; flywheel tensors cannot");
     }
     if (c.length < (offset + rows) * n) return Bad(column, "fixed-size list child is too short");
@@ -636,13 +636,14 @@ Buffer Offsets(const uint8_t* buf, bool wide, int64_t offset, int64_t length, co
 
 // Gathers string views (the view layout: 16 bytes per row, short strings
 // inline, long ones in variadic data buffers) into offsets + data.
-Result<std::pair<Buffer, Buffer>> FromViews(const ArrowArray& a, int64_t offset, const std::string& column) {
+Result<std::pair<Buffer, Buffer>> FromViews(const ArrowArray& a, int64_t offset, int64_t rows,
+                                           const std::string& column) {
   const uint8_t* views = BufferAt(a, 1);
   const int64_t n_data = a.n_buffers - 3;  // validity, views, data..., sizes
   if (views == nullptr || n_data < 0) return Bad(column, "view array without its buffers");
   std::vector<int64_t> offs{0};
   std::string data;
-  for (int64_t i = 0; i < a.length; ++i) {
+  for (int64_t i = 0; i < rows; ++i) {
     const uint8_t* v = views + (offset + i) * 16;
     int32_t len;
     std::memcpy(&len, v, 4);
@@ -665,18 +666,18 @@ Result<std::pair<Buffer, Buffer>> FromViews(const ArrowArray& a, int64_t offset,
   return std::make_pair(Buffer::FromVector(std::move(offs)), Buffer::FromString(std::move(data)));
 }
 
-Result<Column> ImportDictionary(const ArrowSchema& s, const ArrowArray& a, int64_t offset, const DataType& type,
-                                const Owner& owner, const std::string& column) {
+Result<Column> ImportDictionary(const ArrowSchema& s, const ArrowArray& a, int64_t offset, int64_t nrows,
+                                const DataType& type, const Owner& owner, const std::string& column) {
   if (a.dictionary == nullptr) return Bad(column, "dictionary array without its dictionary");
-  FW_ASSIGN_OR_RETURN(Column dict, ImportColumn(*s.dictionary, *a.dictionary, 0, type, owner, column));
+  FW_ASSIGN_OR_RETURN(Column dict, ImportColumn(*s.dictionary, *a.dictionary, 0, a.dictionary->length, type, owner, column));
   const TypeId it = ScalarOfFormat(s.format);
   const uint8_t* idx = BufferAt(a, 1);
-  if (idx == nullptr && a.length > 0) return Bad(column, "dictionary indices missing");
+  if (idx == nullptr && nrows > 0) return Bad(column, "dictionary indices missing");
   int64_t nulls;
-  Buffer validity = ImportValidity(a, offset, owner, &nulls);
-  std::vector<int64_t> rows(static_cast<size_t>(a.length));
+  Buffer validity = ImportValidity(a, offset, nrows, owner, &nulls);
+  std::vector<int64_t> rows(static_cast<size_t>(nrows));
   const size_t w = ScalarSize(it);
-  for (int64_t i = 0; i < a.length; ++i) {
+  for (int64_t i = 0; i < nrows; ++i) {
     const uint8_t* p = idx + (offset + i) * static_cast<int64_t>(w);
     int64_t v = 0;
     switch (it) {
@@ -698,7 +699,7 @@ Result<Column> ImportDictionary(const ArrowSchema& s, const ArrowArray& a, int64
   }
   Column out;
   if (dict.length == 0) {
-    out = MakeNullColumn(type, a.length, true);
+    out = MakeNullColumn(type, nrows, true);
   } else {
     out = TakeColumn(dict, rows.data(), rows.size());
   }
@@ -707,32 +708,32 @@ Result<Column> ImportDictionary(const ArrowSchema& s, const ArrowArray& a, int64
   return out;
 }
 
-Result<Column> ImportColumn(const ArrowSchema& s, const ArrowArray& a, int64_t parent_offset,
+Result<Column> ImportColumn(const ArrowSchema& s, const ArrowArray& a, int64_t parent_offset, int64_t rows,
                             const DataType& type, const Owner& owner, const std::string& column) {
-  if (a.length < 0 || a.offset < 0) return Bad(column, "negative length or offset");
+  if (rows < 0 || rows < 0 || a.offset < 0) return Bad(column, "negative length or offset");
   const int64_t offset = a.offset + parent_offset;
-  if (s.dictionary != nullptr) return ImportDictionary(s, a, offset, type, owner, column);
+  if (s.dictionary != nullptr) return ImportDictionary(s, a, offset, rows, type, owner, column);
   Column c;
   c.type = type;
-  c.length = a.length;
-  c.validity = ImportValidity(a, offset, owner, &c.null_count);
+  c.length = rows;
+  c.validity = ImportValidity(a, offset, rows, owner, &c.null_count);
   const std::string_view f = s.format;
   if (type.id == TypeId::kString || type.id == TypeId::kBinary) {
     if (f == "vu" || f == "vz") {
-      FW_ASSIGN_OR_RETURN(auto ov, FromViews(a, offset, column));
+      FW_ASSIGN_OR_RETURN(auto ov, FromViews(a, offset, rows, column));
       c.offsets = std::move(ov.first);
       c.values = std::move(ov.second);
     } else {
       const uint8_t* o = BufferAt(a, 1);
       const uint8_t* d = BufferAt(a, 2);
       if (o == nullptr) return Bad(column, "no offsets buffer");
-      c.offsets = Offsets(o, f == "U" || f == "Z", offset, a.length, owner);
+      c.offsets = Offsets(o, f == "U" || f == "Z", offset, rows, owner);
       // The data buffer's size is not in the interface: the last offset bounds it.
       const int64_t* off = c.offsets.as<int64_t>();
-      for (int64_t i = 0; i < a.length; ++i) {
+      for (int64_t i = 0; i < rows; ++i) {
         if (off[i] > off[i + 1] || off[i] < 0) return Bad(column, absl::StrCat("offsets decrease at row ", i));
       }
-      const int64_t end = off[a.length];
+      const int64_t end = off[rows];
       if (end > 0 && d == nullptr) return Bad(column, "no data buffer");
       c.values = Buffer{d != nullptr ? d : kEmpty, static_cast<size_t>(end), owner};
     }
@@ -743,23 +744,23 @@ Result<Column> ImportColumn(const ArrowSchema& s, const ArrowArray& a, int64_t p
     if (o == nullptr || a.n_children != 1 || a.children == nullptr || a.children[0] == nullptr) {
       return Bad(column, "list without offsets or child");
     }
-    c.offsets = Offsets(o, f == "+L", offset, a.length, owner);
+    c.offsets = Offsets(o, f == "+L", offset, rows, owner);
     const int64_t* off = c.offsets.as<int64_t>();
-    for (int64_t i = 0; i < a.length; ++i) {
+    for (int64_t i = 0; i < rows; ++i) {
       if (off[i] > off[i + 1] || off[i] < 0) return Bad(column, absl::StrCat("offsets decrease at row ", i));
     }
     const ArrowArray& child = *a.children[0];
-    const int64_t end = a.length > 0 ? off[a.length] : 0;
+    const int64_t end = rows > 0 ? off[rows] : 0;
     if (end > child.length) return Bad(column, "list offsets run past the child array");
     int64_t child_nulls = 0;
-    (void)ImportValidity(child, child.offset, owner, &child_nulls);
+    (void)ImportValidity(child, child.offset, child.length, owner, &child_nulls);
     if (child_nulls > 0) return Bad(column, "list elements hold nulls; flywheel lists of numbers cannot");
     // Elements [0, end) of the child, from its own offset; flywheel offsets
     // index into them as Arrow's do.
     FW_ASSIGN_OR_RETURN(c.values, FixedValues(*s.children[0], child, child.offset, end, owner, column, type.elem));
     return c;
   }
-  FW_ASSIGN_OR_RETURN(c.values, FixedValues(s, a, offset, a.length, owner, column, type.id));
+  FW_ASSIGN_OR_RETURN(c.values, FixedValues(s, a, offset, rows, owner, column, type.id));
   if (type.id == TypeId::kBool && !type.shape.empty()) {
     // Unpacked above element by element already (bool tensors).
   }
@@ -800,7 +801,7 @@ Result<RecordBatch> ImportBatch(ArrowArray* array, const ArrowSchema& schema) {
   }
   if (a.null_count != 0 && BufferAt(a, 0) != nullptr) {
     int64_t nulls = 0;
-    (void)ImportValidity(a, a.offset, nullptr, &nulls);
+    (void)ImportValidity(a, a.offset, a.length, nullptr, &nulls);
     if (nulls > 0) return absl::InvalidArgumentError("Arrow record batch has null rows at the top level");
   }
   RecordBatch b;
@@ -814,12 +815,9 @@ Result<RecordBatch> ImportBatch(ArrowArray* array, const ArrowSchema& schema) {
       return absl::InvalidArgumentError(absl::StrCat("column '", f.name, "' has ", child->length - a.offset,
                                                      " rows but the batch has ", a.length));
     }
-    FW_ASSIGN_OR_RETURN(Column c, ImportColumn(*schema.children[i], *child, a.offset, f.type, owner, f.name));
-    c.length = a.length;
-    if (child->length != a.length + a.offset) {
-      // A child longer than the batch (allowed by Arrow): its first rows only.
-      c = c.Slice(0, a.length);
-    }
+    // Rows [a.offset, a.offset + a.length) of the child (which may be longer).
+    FW_ASSIGN_OR_RETURN(Column c,
+                        ImportColumn(*schema.children[i], *child, a.offset, a.length, f.type, owner, f.name));
     FW_RETURN_IF_ERROR(c.Validate(f.name));
     b.columns.push_back(std::move(c));
   }

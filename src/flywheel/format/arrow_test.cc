@@ -153,6 +153,38 @@ TEST(ArrowTest, ImportHonoursArrayOffsetsAndInt32Offsets) {
   EXPECT_TRUE(released);  // the producer's release ran once nothing referred to it
 }
 
+TEST(ArrowTest, ASlicedStructReadsOnlyItsRowsOfLongerChildren) {
+  const RecordBatch b = SampleBatch();
+  ArrowSchema s{};
+  ArrowArray a{};
+  ASSERT_TRUE(ExportSchema(b.schema, &s).ok());
+  ASSERT_TRUE(ExportBatch(b, &a).ok());
+  a.offset = 1;  // rows 1 and 2 of children that hold 4
+  a.length = 2;
+  auto got = ImportBatch(&a, s);
+  ASSERT_TRUE(got.ok()) << got.status();
+  RecordBatch want;
+  want.schema = b.schema;
+  want.num_rows = 2;
+  for (const Column& c : b.columns) want.columns.push_back(c.Slice(1, 2));
+  ExpectSameBatch(want, *got);
+  EXPECT_EQ(got->columns[3].GetBytes(1), "héllo");
+  s.release(&s);
+}
+
+TEST(ArrowTest, ChildShorterThanTheBatchIsRefused) {
+  const RecordBatch b = SampleBatch();
+  ArrowSchema s{};
+  ArrowArray a{};
+  ASSERT_TRUE(ExportSchema(b.schema, &s).ok());
+  ASSERT_TRUE(ExportBatch(b, &a).ok());
+  a.length = 5;  // children hold 4
+  auto got = ImportBatch(&a, s);
+  ASSERT_FALSE(got.ok());
+  EXPECT_THAT(std::string(got.status().message()), HasSubstr("column 'i' has 4 rows but the batch has 5"));
+  s.release(&s);
+}
+
 TEST(ArrowTest, UnsupportedTypesNameTheColumnAndType) {
   ArrowSchema ts{};
   ts.format = "tsu:UTC";
