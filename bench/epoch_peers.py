@@ -35,6 +35,10 @@ a float32 (B, 64) array, an int64 (B,) array and B strings per batch.
                   reach k * rows.
   grain_memmap    the same DataLoader over a RandomAccessDataSource of the
                   memory-mapped .npy files (no per-record decoding).
+  grain_dataset   Grain's Dataset API over the same .npy source:
+                  MapDataset.source(...).shuffle(seed).batch(batch_size)
+                  .repeat(epochs).to_iter_dataset(ReadOptions(num_threads=0))
+                  .mp_prefetch(MultiprocessingOptions(num_workers=workers)).
   hf_iter         HF datasets: Dataset of the same Arrow table, save_to_disk
                   + load_from_disk (memory-mapped Arrow), with_format("numpy"),
                   .shuffle(seed) per epoch, .iter(batch_size): in-process, the
@@ -71,6 +75,8 @@ import os
 
 for _v in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_v, "1")
+for _v in ("HF_DATASETS_OFFLINE", "HF_HUB_OFFLINE"):  # everything is local; never reach for a hub
+    os.environ.setdefault(_v, "1")
 
 import argparse  # noqa: E402
 import json  # noqa: E402
@@ -90,8 +96,9 @@ from take_peers import du, loadavg, machine, make_text, read_all, versions  # no
 
 DIM = 64
 STREAMING = os.path.join(HERE, "peers", "streaming")
-LOADERS = ("flywheel", "torch_memmap", "grain_arrayrecord", "grain_memmap", "hf_iter", "hf_torch",
-           "mosaic_streaming")
+LOADERS = ("flywheel", "torch_memmap", "grain_arrayrecord", "grain_memmap", "grain_dataset", "hf_iter",
+           "hf_torch", "mosaic_streaming")
+QUICK_LOADERS = ("flywheel", "torch_memmap", "grain_dataset", "hf_iter", "mosaic_streaming")
 _W = np.random.default_rng(1234).standard_normal((DIM, DIM)).astype(np.float32) / 8
 
 
@@ -238,6 +245,25 @@ def run_grain_memmap(ctx, epochs):
     return _grain_run(ctx, epochs, MemmapSource(ctx["npy"]), [])
 
 
+def run_grain_dataset(ctx, epochs):
+    """Grain's Dataset API: shuffle, batch, repeat on the MapDataset, then
+    worker processes (mp_prefetch); batches never straddle epochs."""
+    import grain
+    import grain.python as gp
+    from absl import flags
+    if not flags.FLAGS.is_parsed():
+        flags.FLAGS(sys.argv[:1], known_only=True)
+    clock = EpochClock(ctx["rows"])
+    ds = (grain.MapDataset.source(MemmapSource(ctx["npy"])).shuffle(seed=ctx["seed"]).batch(ctx["batch"])
+          .repeat(epochs).to_iter_dataset(gp.ReadOptions(num_threads=ctx["grain_threads"])))
+    if ctx["workers"]:
+        ds = ds.mp_prefetch(grain.multiprocessing.MultiprocessingOptions(num_workers=ctx["workers"]))
+    for b in ds:
+        clock.batch(b["feature"], b["label"], b["text"])
+    clock.end()
+    return clock.out
+
+
 def run_hf_iter(ctx, epochs):
     import datasets
     clock = EpochClock(ctx["rows"])
@@ -311,7 +337,7 @@ def write_data(a, scratch, loaders, streaming_python):
         print(f"  {key}: {ctx['formats'][key]}", flush=True)
 
     need = set(loaders)
-    if need & {"torch_memmap", "grain_memmap", "mosaic_streaming"}:
+    if need & {"torch_memmap", "grain_memmap", "grain_dataset", "mosaic_streaming"}:
         t0 = time.perf_counter()
         d = os.path.join(scratch, "npy")
         os.makedirs(d)
@@ -403,10 +429,14 @@ def main():
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--tmp", default="/tmp", help="parent of the scratch directory (deleted at exit)")
     p.add_argument("--out", default=os.path.join(ROOT, "bench", "results", "epoch_peers.json"))
-    p.add_argument("--quick", action="store_true", help="smoke test: 5K rows, 1 repeat of 2 epochs")
+    p.add_argument("--quick", action="store_true",
+                   help="smoke test (< 30 s): 5K rows, 1 repeat of 2 epochs, one loader per library unless "
+                        "--loaders is given (" + ",".join(QUICK_LOADERS) + ")")
     a = p.parse_args()
     if a.quick:
         a.rows, a.repeats, a.epochs = min(a.rows, 5_000), 1, 2
+        if a.loaders == p.get_default("loaders"):
+            a.loaders = ",".join(QUICK_LOADERS)
         if a.out == p.get_default("out"):
             a.out = os.path.join(a.tmp, "epoch_peers.quick.json")
     loaders = [x for x in a.loaders.split(",") if x]
@@ -491,7 +521,7 @@ def main():
 
 def files_of(name):
     return {"flywheel": ["flywheel"], "torch_memmap": ["npy"], "grain_memmap": ["npy"],
-            "grain_arrayrecord": ["arrayrecord"], "hf_iter": ["hf"], "hf_torch": ["hf"],
+            "grain_arrayrecord": ["arrayrecord"], "grain_dataset": ["npy"], "hf_iter": ["hf"], "hf_torch": ["hf"],
             "mosaic_streaming": ["mds"]}[name]
 
 

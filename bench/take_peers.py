@@ -103,11 +103,12 @@ def machine():
 
 
 def versions(*mods):
+    from importlib import metadata
     out = {}
     for m in mods:
         try:
             mod = __import__(m)
-            out[m] = getattr(mod, "__version__", "?")
+            out[m] = getattr(mod, "__version__", None) or metadata.version(m.replace("_", "-"))
         except Exception as e:  # a missing peer is reported, not fatal here
             out[m] = f"unavailable: {e}"
     return out

@@ -28,6 +28,11 @@ def _clean_env():
                                                              "FLYWHEEL_PYTHONPATH", "VIRTUAL_ENV")}
     env["CCACHE_BASEDIR"] = REPO
     env["CCACHE_NOHASHDIR"] = "1"
+    # The compilers build/ was configured with (scikit-build-core would take
+    # Python's x86_64-linux-gnu-gcc: the same compiler under another name,
+    # which ccache and CMake treat as a different one).
+    env.setdefault("CC", "cc")
+    env.setdefault("CXX", "c++")
     return env
 
 
