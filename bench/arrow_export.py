@@ -10,7 +10,7 @@ Each is measured two ways:
   open     the Arrow table made (pyarrow.Table from the stream / read_all of
            the mapped IPC file): per-batch overhead only
   touch    the same, then every value byte read once (pyarrow.compute over
-           each column: sum for numbers, total length for strings): bounded by
+           each column: sum for numbers; for strings the lengths, i.e. the offsets only): bounded by
            memory bandwidth, the figure a consumer sees
 Also Arrow import (Table.create from a pyarrow Table) against pyarrow writing
 the IPC file, for the write direction.
@@ -46,7 +46,7 @@ def touch(table):
     total = 0
     for col in table.columns:
         t = col.type
-        if isinstance(t, pa.ExtensionType):
+        if isinstance(t, pa.BaseExtensionType):
             col = pa.chunked_array([c.storage for c in col.chunks])
             t = col.type
         if pa.types.is_fixed_size_list(t):

@@ -8,7 +8,9 @@
 #   FW_BENCH_ROWS     rows for table_bench (default 1000000)
 #   FW_BENCH_REPEATS  runs per figure, best reported (default 3)
 #   FW_BENCH_ONLY     space-separated subset of: format table commit replay replay_service envs rl loader
-#                     parquet catalog catalog_smoke erase erase_smoke metrics metrics_smoke (catalog_smoke: catalog_bench --quick,
+#                     parquet catalog catalog_smoke erase erase_smoke metrics metrics_smoke peers (peers: Arrow
+#                     export vs mapped IPC, take vs Lance/Parquet/IPC, an epoch vs Grain/HF datasets/Mosaic
+#                     Streaming/torch DataLoader, from Python), (catalog_smoke: catalog_bench --quick,
 #                     ~10 s, keeps no results; erase_smoke: erase_bench --quick, ~10 s, keeps no results;
 #                     the smoke runs are not in the default set)
 #   FW_BENCH_TMP      scratch parent directory (default /tmp)
@@ -22,7 +24,7 @@ BIN="$BUILD/bench"
 OUT="$ROOT/bench/results"
 ROWS="${FW_BENCH_ROWS:-1000000}"
 REPEATS="${FW_BENCH_REPEATS:-3}"
-ONLY="${FW_BENCH_ONLY:-format table commit replay replay_service envs rl loader parquet catalog erase metrics}"
+ONLY="${FW_BENCH_ONLY:-format table commit replay replay_service envs rl loader parquet catalog erase metrics peers}"
 TMP="${FW_BENCH_TMP:-/tmp}"
 PYTHON="${PYTHON:-$(make -s -C "$ROOT" python-path)}"
 
@@ -76,6 +78,11 @@ for what in $ONLY; do
       "$BIN/loader_bench" --out="$OUT"
       PYTHONPATH="$BUILD/python" "$PYTHON" "$ROOT/bench/loader_e2e.py" --out "$OUT/loader.json"
       PYTHONPATH="$BUILD/python" "$PYTHON" "$ROOT/bench/jpeg_e2e.py" --out "$OUT/jpeg.json" ;;
+    peers)
+      echo; echo "== peers (Arrow export vs mapped Arrow IPC; take vs Lance, Parquet, IPC; an epoch vs Grain, HF datasets, Mosaic Streaming, torch DataLoader)"
+      PYTHONPATH="$BUILD/python" "$PYTHON" "$ROOT/bench/arrow_export.py" --out "$OUT/arrow_export.json" --tmp "$TMP"
+      PYTHONPATH="$BUILD/python" "$PYTHON" "$ROOT/bench/take_peers.py" --out "$OUT/take_peers.json" --tmp "$TMP"
+      PYTHONPATH="$BUILD/python" "$PYTHON" "$ROOT/bench/epoch_peers.py" --out "$OUT/epoch_peers.json" --tmp "$TMP" ;;
     parquet)
       echo; echo "== parquet_bench (our Parquet reader vs DuckDB at 1 and 2 threads; ingest MB/s)"
       "$BIN/parquet_bench" --repeats="$REPEATS" --out="$OUT" --tmp="$TMP" ;;
