@@ -27,6 +27,7 @@ import torch
 from torch import nn
 
 from .models import ActorCritic, prepare_batch, with_defaults
+from .optim import Adam, RMSprop
 
 __all__ = ["vtrace", "Impala", "DEFAULTS"]
 
@@ -100,9 +101,9 @@ class Impala:
         if not float(c["lr"]) > 0:
             raise ValueError(f"IMPALA config: lr must be > 0, got {c['lr']}")
         if c["optimizer"] == "adam":
-            self.optimizer = torch.optim.Adam(model.parameters(), lr=float(c["lr"]))
+            self.optimizer = Adam(model.parameters(), lr=float(c["lr"]))
         elif c["optimizer"] == "rmsprop":
-            self.optimizer = torch.optim.RMSprop(model.parameters(), lr=float(c["lr"]), alpha=0.99, eps=0.01)
+            self.optimizer = RMSprop(model.parameters(), lr=float(c["lr"]), alpha=0.99, eps=0.01)
         else:
             raise ValueError(f"IMPALA config: optimizer must be 'adam' or 'rmsprop', got {c['optimizer']!r}")
 

@@ -28,6 +28,7 @@ import torch
 from torch import nn
 
 from .models import ActorCritic, prepare_batch, with_defaults
+from .optim import Adam
 
 __all__ = ["gae", "PPO", "DEFAULTS"]
 
@@ -89,7 +90,7 @@ class PPO:
                              f"{c['minibatches']}")
         if not float(c["lr"]) > 0:
             raise ValueError(f"PPO config: lr must be > 0, got {c['lr']}")
-        self.optimizer = torch.optim.Adam(model.parameters(), lr=float(c["lr"]), eps=float(c["adam_eps"]))
+        self.optimizer = Adam(model.parameters(), lr=float(c["lr"]), eps=float(c["adam_eps"]))
 
     def _set_lr(self, progress: float) -> float:
         lr = float(self.cfg["lr"])
