@@ -104,6 +104,20 @@ ArrowSchema* NewSchema(Arena& ar, const char* format, const char* name, std::vec
   return s;
 }
 
+// An offsets buffer (int32 or int64) holding `offs`.
+uint8_t* Offsets(Arena& ar, Reader& r, const std::vector<int64_t>& offs, bool wide) {
+  uint8_t* o = ar.Buf(offs.size() * (wide ? 8 : 4), r);
+  for (size_t i = 0; i < offs.size(); ++i) {
+    if (wide) {
+      std::memcpy(o + i * 8, &offs[i], 8);
+    } else {
+      const int32_t v = static_cast<int32_t>(offs[i]);
+      std::memcpy(o + i * 4, &v, 4);
+    }
+  }
+  return o;
+}
+
 const char* const kScalars[] = {"b", "c", "C", "s", "S", "i", "I", "l", "L", "e", "f", "g"};
 size_t ScalarBytes(const char* f) {
   switch (f[0]) {
@@ -136,15 +150,7 @@ void MakeColumn(Arena& ar, Reader& r, int64_t rows, int depth, ArrowSchema** s_o
       std::vector<int64_t> offs(static_cast<size_t>(total + 1));
       for (int64_t i = 1; i <= total; ++i) offs[i] = offs[i - 1] + r.Byte() % 20;
       if (r.Byte() == 7) offs[static_cast<size_t>(total / 2)] += 5;  // sometimes not monotonic
-      uint8_t* o = ar.Buf(static_cast<size_t>(total + 1) * (wide ? 8 : 4), r);
-      for (int64_t i = 0; i <= total; ++i) {
-        if (wide) {
-          std::memcpy(o + i * 8, &offs[i], 8);
-        } else {
-          const int32_t v = static_cast<int32_t>(offs[i]);
-          std::memcpy(o + i * 4, &v, 4);
-        }
-      }
+      uint8_t* o = Offsets(ar, r, offs, wide);
       int64_t max = 0;
       for (int64_t v : offs) max = v > max ? v : max;
       *s_out = NewSchema(ar, wide ? (r.Byte() & 1 ? "U" : "Z") : (r.Byte() & 1 ? "u" : "z"), name, {});
@@ -170,15 +176,7 @@ void MakeColumn(Arena& ar, Reader& r, int64_t rows, int depth, ArrowSchema** s_o
       const bool wide = r.Byte() & 1;
       std::vector<int64_t> offs(static_cast<size_t>(total + 1));
       for (int64_t i = 1; i <= total; ++i) offs[i] = offs[i - 1] + r.Byte() % 5;
-      uint8_t* o = ar.Buf(static_cast<size_t>(total + 1) * (wide ? 8 : 4), r);
-      for (int64_t i = 0; i <= total; ++i) {
-        if (wide) {
-          std::memcpy(o + i * 8, &offs[i], 8);
-        } else {
-          const int32_t v = static_cast<int32_t>(offs[i]);
-          std::memcpy(o + i * 4, &v, 4);
-        }
-      }
+      uint8_t* o = Offsets(ar, r, offs, wide);
       const int64_t child_len = offs[static_cast<size_t>(total)] + r.Byte() % 3;
       ArrowSchema* cs;
       ArrowArray* ca;

@@ -258,27 +258,26 @@ class PyTable {
     }));
   }
 
-  py::dict Take(const py::array_t<int64_t, py::array::c_style>& indices,
-                std::vector<std::string> columns) const {
+  RecordBatch TakeRows(const py::array_t<int64_t, py::array::c_style>& indices,
+                       const std::vector<std::string>& columns) const {
     if (indices.ndim() != 1) throw py::value_error("indices must be 1-d");
     std::vector<int64_t> idx(indices.data(), indices.data() + indices.shape(0));
-    RecordBatch b = Read([&](const Table& t) {
+    return Read([&](const Table& t) {
       CheckColumnsNoGil(t, columns);
       return ValueOrThrow(t.Take(idx, columns));
     });
-    return BatchToPython(b);
+  }
+
+  py::dict Take(const py::array_t<int64_t, py::array::c_style>& indices,
+                std::vector<std::string> columns) const {
+    return BatchToPython(TakeRows(indices, columns));
   }
 
   // ---- Arrow (docs/arrow.md)
+  // take() as a _core.ArrowBatch (to_dict() and the Arrow capsules).
   py::object TakeBatch(const py::array_t<int64_t, py::array::c_style>& indices,
                        std::vector<std::string> columns) const {
-    if (indices.ndim() != 1) throw py::value_error("indices must be 1-d");
-    std::vector<int64_t> idx(indices.data(), indices.data() + indices.shape(0));
-    RecordBatch b = Read([&](const Table& t) {
-      CheckColumnsNoGil(t, columns);
-      return ValueOrThrow(t.Take(idx, columns));
-    });
-    return WrapBatch(std::move(b));
+    return WrapBatch(TakeRows(indices, columns));
   }
 
   // An arrow_array_stream capsule over a scan of this version.

@@ -291,9 +291,9 @@ class Table:
 
     # ------------------------------------------------------------------ Arrow
 
-    def _arrow_check(self, columns: Optional[Sequence[str]]) -> None:
-        """With a catalog: READ checked; tagged columns are refused (Arrow
-        exports are never masked), as for :meth:`to_parquet`."""
+    def _export_check(self, columns: Optional[Sequence[str]], what: str) -> None:
+        """With a catalog: READ checked and audited as an export; tagged
+        columns are refused (exports, Parquet or Arrow, are never masked)."""
         if _catalog.default_catalog() is None:
             return
         _catalog._authorize(self.path, "READ", "export")
@@ -305,11 +305,11 @@ class Table:
                 _catalog._audit_denied("export", policy.columns[hidden[0]][2], {"columns": hidden})
                 raise PermissionError(
                     f"columns {hidden} of {self.path} are tagged and principal {policy.principal!r} is not "
-                    f"cleared for them; export the others with columns=[...] (Arrow exports are never masked)")
+                    f"cleared for them; export the others with columns=[...] ({what} are never masked)")
 
     def _arrow_stream(self, columns: Optional[Sequence[str]] = None, where: Optional[str] = None,
                       batch_rows: Optional[int] = None) -> ArrowStream:
-        self._arrow_check(columns)
+        self._export_check(columns, "Arrow exports")
         names = _names(columns)
         rows = int(batch_rows or 0)
         # Checked now (KeyError, ValueError) rather than when a reader pulls.
@@ -356,17 +356,7 @@ class Table:
         Columns ingested from Parquet dates, timestamps and decimals get those
         types back (docs/ingest.md, "Export"). codec: none, snappy, gzip,
         brotli, zstd or lz4_raw."""
-        if _catalog.default_catalog() is not None:
-            _catalog._authorize(self.path, "READ", "export")
-            policy = _catalog._policy_for([self.path])
-            if policy is not None:
-                wanted = _names(columns) or list(self.schema)
-                hidden = [c for c in wanted if c in policy.columns]
-                if hidden:
-                    _catalog._audit_denied("export", policy.columns[hidden[0]][2], {"columns": hidden})
-                    raise PermissionError(
-                        f"columns {hidden} of {self.path} are tagged and principal {policy.principal!r} is not "
-                        f"cleared for them; export the others with columns=[...] (exports are never masked)")
+        self._export_check(columns, "exports")
         n = _core.export_parquet(self.path, self.version, str(path), _names(columns), codec, int(row_group_rows))
         out = "file:" + os.path.abspath(str(path))
         _catalog._record_op("export", f"export:{self.path}", [(self.path, self.version)], [out],
