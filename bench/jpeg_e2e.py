@@ -46,8 +46,8 @@ before each configuration and recorded with the figures (a warning is printed
 when the machine is not idle: on a small machine a concurrent build halves
 either side). Writes bench/results/jpeg.json with the machine description.
 
-    PYTHONPATH=build/python /usr/bin/python3 bench/jpeg_e2e.py [--images 20000] [--repeats 2]
-    PYTHONPATH=build/python /usr/bin/python3 bench/jpeg_e2e.py --only baseline --images 2000 --out /tmp/j.json
+    PYTHONPATH=build/python $(make -s python-path) bench/jpeg_e2e.py [--images 20000] [--repeats 2]
+    PYTHONPATH=build/python $(make -s python-path) bench/jpeg_e2e.py --only baseline --images 2000 --out /tmp/j.json
 """
 
 import argparse

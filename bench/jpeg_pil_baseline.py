@@ -1,9 +1,9 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """The PIL peer of bench/transforms_bench.cc's JPEG figure.
 
 Measures, in one process on one thread, what torchvision's training
 transform RandomResizedCrop(64) + RandomHorizontalFlip() + a numpy uint8 HWC
-array does with PIL (python3-pil from Debian), on the same JPEG bytes as the
+array does with PIL (Pillow, from the locked environment), on the same JPEG bytes as the
 C++ pipeline:
 
     img = Image.open(BytesIO(jpeg)).convert("RGB")       # full decode

@@ -23,7 +23,7 @@ Workloads (``--workloads``, default all):
 The page cache is warmed before every timed pass (each reader reads the data
 once first). Writes bench/results/loader.json.
 
-    PYTHONPATH=build/python /usr/bin/python3 bench/loader_e2e.py [--rows 1000000] [--tmp /tmp]
+    PYTHONPATH=build/python $(make -s python-path) bench/loader_e2e.py [--rows 1000000] [--tmp /tmp]
 """
 
 import argparse

@@ -11,7 +11,7 @@ time goes (learner: waiting for data / updating / publishing; actors:
 stepping envs / inference / writing to replay / waiting for weights).
 Writes bench/results/rl.json.
 
-    PYTHONPATH=build/python /usr/bin/python3 bench/rl_bench.py --bin build/src/flywheel/cli/flywheel
+    PYTHONPATH=build/python $(make -s python-path) bench/rl_bench.py --bin build/src/flywheel/cli/flywheel
 """
 
 import argparse

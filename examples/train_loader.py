@@ -2,7 +2,7 @@
 """Train a tiny PyTorch classifier from a flywheel table, with checkpoint/resume
 of the model, the optimizer and the loader.
 
-    PYTHONPATH=build/python /usr/bin/python3 examples/train_loader.py --dir /tmp/fw-train
+    PYTHONPATH=build/python $(make -s python-path) examples/train_loader.py --dir /tmp/fw-train
     # stop it at any point (Ctrl-C, kill), then run the same command again:
     # it resumes at the next unseen sample of the epoch it was in.
 

@@ -57,9 +57,9 @@ T TakeFromCapsule(py::handle cap, const char* name) {
 
 }  // namespace
 
-py::capsule SchemaCapsule(const format::Schema& schema) {
+py::capsule SchemaCapsule(const format::Schema& schema, const format::LogicalTypes* logical) {
   auto* s = new ArrowSchema{};
-  if (Status st = format::ExportSchema(schema, s); !st.ok()) {
+  if (Status st = format::ExportSchema(schema, s, logical); !st.ok()) {
     delete s;
     ThrowIfError(st);
   }
@@ -75,14 +75,14 @@ py::capsule ArrayCapsule(const format::RecordBatch& batch) {
   return MakeCapsule(a, kArrayName, [](PyObject* c) { ReleaseCapsule<ArrowArray>(c, kArrayName); });
 }
 
-py::capsule StreamCapsule(format::Schema schema, format::BatchSource next) {
+py::capsule StreamCapsule(format::Schema schema, format::BatchSource next, format::LogicalTypes logical) {
   auto* s = new ArrowArrayStream{};
-  format::ExportStream(std::move(schema), std::move(next), s);
+  format::ExportStream(std::move(schema), std::move(next), s, std::move(logical));
   return MakeCapsule(s, kStreamName, [](PyObject* c) { ReleaseCapsule<ArrowArrayStream>(c, kStreamName); });
 }
 
-py::object WrapBatch(format::RecordBatch batch) {
-  return py::cast(ArrowBatch{std::move(batch)});
+py::object WrapBatch(format::RecordBatch batch, format::LogicalTypes logical) {
+  return py::cast(ArrowBatch{std::move(batch), std::move(logical)});
 }
 
 
@@ -110,11 +110,13 @@ std::unique_ptr<ArrowInput> OpenArrow(py::handle obj) {
   return in;
 }
 
-Status ReadArrow(ArrowInput& in, const std::function<Status(const format::Schema&)>& on_schema,
+Status ReadArrow(ArrowInput& in,
+                 const std::function<Status(const format::Schema&, const format::LogicalTypes&)>& on_schema,
                  const std::function<Status(format::RecordBatch)>& sink) {
   if (in.stream.release != nullptr) return format::ImportStream(&in.stream, on_schema, sink);
-  FW_ASSIGN_OR_RETURN(format::Schema fw, format::ImportSchema(in.schema));
-  FW_RETURN_IF_ERROR(on_schema(fw));
+  format::LogicalTypes logical;
+  FW_ASSIGN_OR_RETURN(format::Schema fw, format::ImportSchema(in.schema, &logical));
+  FW_RETURN_IF_ERROR(on_schema(fw, logical));
   FW_ASSIGN_OR_RETURN(format::RecordBatch b, format::ImportBatch(&in.array, in.schema));
   return sink(std::move(b));
 }
@@ -133,12 +135,12 @@ void RegisterArrow(py::module_& m) {
              }
              return out;
            })
-      .def("__arrow_c_schema__", [](const ArrowBatch& b) { return SchemaCapsule(b.batch.schema); })
+      .def("__arrow_c_schema__", [](const ArrowBatch& b) { return SchemaCapsule(b.batch.schema, &b.logical); })
       .def(
           "__arrow_c_array__",
           [](const ArrowBatch& b, py::object requested_schema) {
             (void)requested_schema;  // flywheel's own mapping is the only one offered
-            return py::make_tuple(SchemaCapsule(b.batch.schema), ArrayCapsule(b.batch));
+            return py::make_tuple(SchemaCapsule(b.batch.schema, &b.logical), ArrayCapsule(b.batch));
           },
           py::arg("requested_schema") = py::none())
       .def(
@@ -147,11 +149,14 @@ void RegisterArrow(py::module_& m) {
             (void)requested_schema;
             auto sent = std::make_shared<bool>(false);
             format::RecordBatch batch = b.batch;
-            return StreamCapsule(batch.schema, [sent, batch]() -> Result<std::optional<format::RecordBatch>> {
-              if (*sent) return std::optional<format::RecordBatch>();
-              *sent = true;
-              return std::optional<format::RecordBatch>(batch);
-            });
+            return StreamCapsule(
+                batch.schema,
+                [sent, batch]() -> Result<std::optional<format::RecordBatch>> {
+                  if (*sent) return std::optional<format::RecordBatch>();
+                  *sent = true;
+                  return std::optional<format::RecordBatch>(batch);
+                },
+                b.logical);
           },
           py::arg("requested_schema") = py::none());
   m.def(

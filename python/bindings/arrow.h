@@ -21,15 +21,16 @@
 
 namespace flywheel::python {
 
-pybind11::capsule SchemaCapsule(const format::Schema& schema);
+pybind11::capsule SchemaCapsule(const format::Schema& schema, const format::LogicalTypes* logical = nullptr);
 pybind11::capsule ArrayCapsule(const format::RecordBatch& batch);
-pybind11::capsule StreamCapsule(format::Schema schema, format::BatchSource next);
+pybind11::capsule StreamCapsule(format::Schema schema, format::BatchSource next, format::LogicalTypes logical = {});
 
 // A held record batch (python type _core.ArrowBatch).
 struct ArrowBatch {
   format::RecordBatch batch;
+  format::LogicalTypes logical;  // temporal columns (their table's logical types)
 };
-pybind11::object WrapBatch(format::RecordBatch batch);
+pybind11::object WrapBatch(format::RecordBatch batch, format::LogicalTypes logical = {});
 
 // An Arrow source taken from a Python object: its stream, or its one
 // (schema, array) pair. Releases what it still holds when destroyed.
@@ -49,7 +50,8 @@ std::unique_ptr<ArrowInput> OpenArrow(pybind11::handle obj);
 
 // Reads an opened source: on_schema gets the schema first, then sink each
 // batch in order; stops at the first error. Needs no GIL (call it without).
-Status ReadArrow(ArrowInput& in, const std::function<Status(const format::Schema&)>& on_schema,
+Status ReadArrow(ArrowInput& in,
+                 const std::function<Status(const format::Schema&, const format::LogicalTypes&)>& on_schema,
                  const std::function<Status(format::RecordBatch)>& sink);
 
 // Defines _core.ArrowBatch and _core.arrow_schema(fields).

@@ -24,6 +24,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "absl/strings/str_cat.h"
 #include "arrays.h"
 #include "arrow.h"
@@ -55,6 +57,37 @@ void CheckColumns(const std::vector<std::string>& names, const std::string& uri,
   for (const auto& n : names) {
     if (schema.FieldIndex(n) < 0) NoColumn(n, uri, schema);
   }
+}
+
+// The table's logical types (config "logical_types": temporal columns, docs/arrow.md).
+format::LogicalTypes LogicalTypesOf(const Table& t) {
+  format::LogicalTypes out;
+  auto it = t.manifest().config.find("logical_types");
+  if (it == t.manifest().config.end()) return out;
+  nlohmann::json j = nlohmann::json::parse(it->second, nullptr, /*allow_exceptions=*/false);
+  if (!j.is_object()) return out;
+  for (const auto& [col, tag] : j.items()) {
+    if (tag.is_string()) out[col] = tag.get<std::string>();
+  }
+  return out;
+}
+
+// Arrow data's temporal columns must be what the table holds (a timestamp in
+// ms into a column of us would shift every value).
+Status CheckLogicalTypes(const format::LogicalTypes& have, const format::LogicalTypes& table, const Schema& schema,
+                         const std::string& what) {
+  for (const auto& [col, tag] : have) {
+    auto it = table.find(col);
+    const std::string want = it == table.end() ? std::string() : it->second;
+    if (tag != want) {
+      const int i = schema.FieldIndex(col);
+      return absl::InvalidArgumentError(absl::StrCat(
+          what, ": column '", col, "' is ", tag, " in the Arrow data but ",
+          !want.empty() ? want : (i >= 0 ? schema.fields[static_cast<size_t>(i)].type.ToString() : "absent"),
+          " in the table"));
+    }
+  }
+  return absl::OkStatus();
 }
 
 table::TableOptions WriteOptions(const std::optional<std::string>& codec,
@@ -277,7 +310,8 @@ class PyTable {
   // take() as a _core.ArrowBatch (to_dict() and the Arrow capsules).
   py::object TakeBatch(const py::array_t<int64_t, py::array::c_style>& indices,
                        std::vector<std::string> columns) const {
-    return WrapBatch(TakeRows(indices, columns));
+    RecordBatch b = TakeRows(indices, columns);
+    return WrapBatch(std::move(b), Read([](const Table& t) { return LogicalTypesOf(t); }));
   }
 
   // An arrow_array_stream capsule over a scan of this version.
@@ -285,18 +319,19 @@ class PyTable {
                           int64_t batch_rows) const {
     table::ScanOptions o{columns, batch_rows, std::nullopt};
     if (where) o.where = ValueOrThrow(table::Predicate::Parse(*where));
-    auto [scan, schema] = Read([&](const Table& t) {
+    auto [scan, schema, logical] = Read([&](const Table& t) {
       CheckColumnsNoGil(t, columns);
       Schema s;
       if (columns.empty()) s = t.schema();
       for (const auto& n : columns) s.fields.push_back(t.schema().fields[t.schema().FieldIndex(n)]);
-      return std::make_pair(std::shared_ptr<table::ScanIterator>(ValueOrThrow(t.Scan(o))), s);
+      return std::make_tuple(std::shared_ptr<table::ScanIterator>(ValueOrThrow(t.Scan(o))), s, LogicalTypesOf(t));
     });
-    return StreamCapsule(std::move(schema), [scan = std::move(scan)]() { return scan->Next(); });
+    return StreamCapsule(std::move(schema), [scan = std::move(scan)]() { return scan->Next(); }, std::move(logical));
   }
 
   py::capsule ArrowSchemaCapsule() const {
-    return SchemaCapsule(Read([](const Table& t) { return t.schema(); }));
+    auto [schema, logical] = Read([](const Table& t) { return std::make_pair(t.schema(), LogicalTypesOf(t)); });
+    return SchemaCapsule(schema, &logical);
   }
 
   // Appends every batch of an Arrow source as one version; nothing is
@@ -306,9 +341,13 @@ class PyTable {
     return Write([&](Table& t) {
       const Schema schema = t.schema();
       const std::string what = absl::StrCat("append to ", t.uri());
+      const format::LogicalTypes table_logical = LogicalTypesOf(t);
       std::unique_ptr<table::AppendTransaction> txn = t.BeginAppend();
       ThrowIfError(ReadArrow(
-          *in, [](const Schema&) { return absl::OkStatus(); },
+          *in,
+          [&](const Schema&, const format::LogicalTypes& logical) {
+            return CheckLogicalTypes(logical, table_logical, schema, what);
+          },
           [&](RecordBatch b) -> Status {
             FW_ASSIGN_OR_RETURN(RecordBatch c, format::ConformImported(std::move(b), schema, what));
             return c.num_rows == 0 ? absl::OkStatus() : txn->Write(c);
@@ -324,13 +363,14 @@ class PyTable {
   static std::shared_ptr<PyTable> CreateArrow(const std::string& path, py::handle data, const std::string& codec,
                                               std::optional<int64_t> page_size, Properties properties) {
     std::unique_ptr<ArrowInput> in = OpenArrow(data);
-    const table::TableOptions options = WriteOptions(codec, page_size);
+    table::TableOptions options = WriteOptions(codec, page_size);
     py::gil_scoped_release nogil;
     std::shared_ptr<Table> t;
     std::unique_ptr<table::AppendTransaction> txn;
     Status st = ReadArrow(
         *in,
-        [&](const Schema& s) -> Status {
+        [&](const Schema& s, const format::LogicalTypes& logical) -> Status {
+          if (!logical.empty()) options.extra_config["logical_types"] = nlohmann::json(logical).dump();
           FW_ASSIGN_OR_RETURN(t, Table::Create(path, s, options, Commit(properties)));
           txn = t->BeginAppend();
           return absl::OkStatus();

@@ -12,7 +12,7 @@ import textwrap
 import numpy as np
 import pytest
 
-jax = pytest.importorskip("jax")
+import jax
 
 import flywheel  # noqa: E402
 

@@ -46,6 +46,88 @@ TypeId ScalarOfFormat(std::string_view f) {
 
 constexpr std::string_view kTensorExtension = "arrow.fixed_shape_tensor";
 
+// ---- temporal types: Arrow format <-> (integer storage, logical type tag)
+
+const char* UnitName(char c) {
+  switch (c) {
+    case 's': return "s";
+    case 'm': return "ms";
+    case 'u': return "us";
+    case 'n': return "ns";
+    default: return nullptr;
+  }
+}
+
+char UnitLetter(std::string_view unit) {
+  if (unit == "s") return 's';
+  if (unit == "ms") return 'm';
+  if (unit == "us") return 'u';
+  if (unit == "ns") return 'n';
+  return 0;
+}
+
+struct Temporal {
+  TypeId storage;
+  std::string tag;
+};
+
+// The storage and tag of an Arrow temporal format; nullopt for others.
+std::optional<Temporal> TemporalOf(std::string_view f) {
+  if (f == "tdD") return Temporal{TypeId::kInt32, "date32"};
+  if (f == "tdm") return Temporal{TypeId::kInt64, "date64"};
+  if (f.size() < 3 || f[0] != 't') return std::nullopt;
+  const char* unit = UnitName(f[2]);
+  if (unit == nullptr) return std::nullopt;
+  if (f[1] == 's' && f.size() >= 4 && f[3] == ':') {
+    const std::string_view tz = f.substr(4);
+    return Temporal{TypeId::kInt64, tz.empty() ? absl::StrCat("timestamp(", unit, ")")
+                                               : absl::StrCat("timestamp(", unit, ", ", AsAbsl(tz), ")")};
+  }
+  if (f.size() != 3) return std::nullopt;
+  if (f[1] == 't') {
+    return Temporal{f[2] == 's' || f[2] == 'm' ? TypeId::kInt32 : TypeId::kInt64, absl::StrCat("time(", unit, ")")};
+  }
+  if (f[1] == 'D') return Temporal{TypeId::kInt64, absl::StrCat("duration(", unit, ")")};
+  return std::nullopt;
+}
+
+// The Arrow format of a tag over `storage`; empty when the tag is not one of
+// ours or does not fit the storage (the column then exports as its integers).
+std::string FormatOfTag(std::string_view tag, TypeId storage) {
+  std::string f;
+  if (tag == "date32") {
+    f = "tdD";
+  } else if (tag == "date64") {
+    f = "tdm";
+  } else {
+    const size_t open = tag.find('(');
+    if (open == std::string_view::npos || tag.back() != ')') return {};
+    const std::string_view head = tag.substr(0, open);
+    std::string_view args = tag.substr(open + 1, tag.size() - open - 2);
+    std::string_view tz;
+    bool has_tz = false;
+    if (const size_t comma = args.find(','); comma != std::string_view::npos) {
+      tz = args.substr(comma + 1);
+      while (!tz.empty() && tz.front() == ' ') tz.remove_prefix(1);
+      args = args.substr(0, comma);
+      has_tz = true;
+    }
+    const char u = UnitLetter(args);
+    if (u == 0) return {};
+    if (head == "timestamp") {
+      f = absl::StrCat("ts", std::string(1, u), ":", has_tz ? AsAbsl(tz) : "");
+    } else if (head == "time" && !has_tz) {
+      f = absl::StrCat("tt", std::string(1, u));
+    } else if (head == "duration" && !has_tz) {
+      f = absl::StrCat("tD", std::string(1, u));
+    } else {
+      return {};
+    }
+  }
+  const std::optional<Temporal> t = TemporalOf(f);
+  return t && t->storage == storage ? f : std::string();
+}
+
 // Arrow's metadata encoding: int32 count, then per pair int32 length + bytes
 // for the key and the value (native byte order).
 std::string EncodeMetadata(const std::vector<std::pair<std::string, std::string>>& kv) {
@@ -209,11 +291,14 @@ std::unique_ptr<ArrowArray> ValuesChild(const Buffer& values, int64_t length) {
 
 }  // namespace
 
-Status ExportField(const Field& field, ArrowSchema* out) {
+Status ExportField(const Field& field, ArrowSchema* out, const std::string& tag) {
   const DataType& t = field.type;
   auto p = std::make_unique<SchemaPrivate>();
   p->name = field.name;
-  if (t.id == TypeId::kString) {
+  std::string temporal = tag.empty() || !t.shape.empty() ? std::string() : FormatOfTag(tag, t.id);
+  if (!temporal.empty()) {
+    p->format = std::move(temporal);
+  } else if (t.id == TypeId::kString) {
     p->format = "U";
   } else if (t.id == TypeId::kBinary) {
     p->format = "Z";
@@ -240,12 +325,16 @@ Status ExportField(const Field& field, ArrowSchema* out) {
   return absl::OkStatus();
 }
 
-Status ExportSchema(const Schema& schema, ArrowSchema* out) {
+Status ExportSchema(const Schema& schema, ArrowSchema* out, const LogicalTypes* logical) {
   auto p = std::make_unique<SchemaPrivate>();
   p->format = "+s";
   for (const Field& f : schema.fields) {
     auto child = std::make_unique<ArrowSchema>();
-    if (Status s = ExportField(f, child.get()); !s.ok()) {
+    std::string tag;
+    if (logical != nullptr) {
+      if (auto it = logical->find(f.name); it != logical->end()) tag = it->second;
+    }
+    if (Status s = ExportField(f, child.get(), tag); !s.ok()) {
       for (auto& c : p->children) ReleaseSchema(c.get());
       return s;
     }
@@ -329,6 +418,7 @@ namespace {
 
 struct StreamPrivate {
   Schema schema;
+  LogicalTypes logical;
   BatchSource next;
   std::string error;
   bool done = false;
@@ -342,7 +432,7 @@ int StreamFail(StreamPrivate* p, const Status& s) {
 int StreamGetSchema(ArrowArrayStream* st, ArrowSchema* out) {
   auto* p = static_cast<StreamPrivate*>(st->private_data);
   try {
-    Status s = ExportSchema(p->schema, out);
+    Status s = ExportSchema(p->schema, out, &p->logical);
     return s.ok() ? 0 : StreamFail(p, s);
   } catch (const std::exception& e) {
     p->error = e.what();
@@ -396,9 +486,10 @@ void StreamRelease(ArrowArrayStream* st) {
 
 }  // namespace
 
-void ExportStream(Schema schema, BatchSource next, ArrowArrayStream* out) {
+void ExportStream(Schema schema, BatchSource next, ArrowArrayStream* out, LogicalTypes logical) {
   auto p = std::make_unique<StreamPrivate>();
   p->schema = std::move(schema);
+  p->logical = std::move(logical);
   p->next = std::move(next);
   out->get_schema = &StreamGetSchema;
   out->get_next = &StreamGetNext;
@@ -462,7 +553,8 @@ Status Unsupported(const std::string& column, const ArrowSchema& s, std::string_
       why.empty() ? "" : " (", AsAbsl(why), why.empty() ? "" : ")",
       "; supported: bool, int8..int64, uint8..uint64, float16/32/64, string/large_string/string_view, "
       "binary/large_binary/binary_view, list/large_list of a number, fixed_size_list or "
-      "arrow.fixed_shape_tensor of a number, and dictionaries of these (docs/arrow.md)"));
+      "arrow.fixed_shape_tensor of a number, timestamps, dates, times and durations, and dictionaries of "
+      "these (docs/arrow.md)"));
 }
 
 // The tensor shape of an arrow.fixed_shape_tensor's metadata ({"shape":[2,3], ...});
@@ -537,9 +629,7 @@ Result<DataType> TypeOf(const ArrowSchema& s, const std::string& column) {
     }
     return DataType::Tensor(inner.id, std::move(shape));
   }
-  if (f.starts_with("ts")) {
-    return Unsupported(column, s, "flywheel has no timestamp type yet; cast to int64");
-  }
+  if (std::optional<Temporal> t = TemporalOf(f)) return DataType::Scalar(t->storage);
   if (f == "+s" || f == "+m" || f == "+vl" || f == "+vL") {
     return Unsupported(column, s, "nested types arrive with the nested-types work");
   }
@@ -769,7 +859,7 @@ Result<Column> ImportColumn(const ArrowSchema& s, const ArrowArray& a, int64_t p
 
 }  // namespace
 
-Result<Schema> ImportSchema(const ArrowSchema& s) {
+Result<Schema> ImportSchema(const ArrowSchema& s, LogicalTypes* logical) {
   if (s.release == nullptr) return absl::InvalidArgumentError("Arrow schema is released");
   if (s.format == nullptr || std::string_view(s.format) != "+s") {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -782,6 +872,9 @@ Result<Schema> ImportSchema(const ArrowSchema& s) {
     f.name = FieldName(c);
     f.nullable = (c.flags & ARROW_FLAG_NULLABLE) != 0;
     FW_ASSIGN_OR_RETURN(f.type, TypeOf(c, f.name));
+    if (logical != nullptr && c.format != nullptr && c.dictionary == nullptr) {
+      if (std::optional<Temporal> t = TemporalOf(c.format)) (*logical)[f.name] = t->tag;
+    }
     out.fields.push_back(std::move(f));
   }
   FW_RETURN_IF_ERROR(out.Validate());
@@ -855,7 +948,8 @@ Result<RecordBatch> ConformImported(RecordBatch batch, const Schema& target, std
   return batch;
 }
 
-Status ImportStream(ArrowArrayStream* stream, const std::function<Status(const Schema&)>& on_schema,
+Status ImportStream(ArrowArrayStream* stream,
+                    const std::function<Status(const Schema&, const LogicalTypes&)>& on_schema,
                     const std::function<Status(RecordBatch)>& sink) {
   struct Releaser {
     ArrowArrayStream* s;
@@ -877,8 +971,9 @@ Status ImportStream(ArrowArrayStream* stream, const std::function<Status(const S
       if (s->release != nullptr) s->release(s);
     }
   } schema_releaser{&schema};
-  FW_ASSIGN_OR_RETURN(Schema fw, ImportSchema(schema));
-  FW_RETURN_IF_ERROR(on_schema(fw));
+  LogicalTypes logical;
+  FW_ASSIGN_OR_RETURN(Schema fw, ImportSchema(schema, &logical));
+  FW_RETURN_IF_ERROR(on_schema(fw, logical));
   for (int64_t n = 0;; ++n) {
     ArrowArray array{};
     if (int rc = stream->get_next(stream, &array); rc != 0) return err(rc, absl::StrCat("reading batch ", n));

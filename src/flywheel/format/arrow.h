@@ -23,6 +23,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -79,13 +80,22 @@ struct ArrowArrayStream {
 
 namespace flywheel::format {
 
+// Column name -> logical type tag of an integer column that holds Arrow
+// temporal values (a table keeps them in its config as "logical_types",
+// docs/arrow.md): "timestamp(us)", "timestamp(ns, UTC)",
+// "timestamp(s, Europe/Paris)", "date32", "date64", "time(ms)", "time(ns)",
+// "duration(us)". Timestamps, date64, time(us|ns) and durations are int64;
+// date32 and time(s|ms) int32. Parquet ingest writes the same tags.
+using LogicalTypes = std::map<std::string, std::string>;
+
 // ---- export. Each fills a released (or fresh) struct; the consumer owns it
 // and calls its release callback.
 
-// `schema` as an Arrow struct type, one child per field.
-Status ExportSchema(const Schema& schema, ArrowSchema* out);
-// One field as an Arrow field.
-Status ExportField(const Field& field, ArrowSchema* out);
+// `schema` as an Arrow struct type, one child per field; integer fields with
+// a tag in `logical` become that Arrow temporal type.
+Status ExportSchema(const Schema& schema, ArrowSchema* out, const LogicalTypes* logical = nullptr);
+// One field as an Arrow field (`tag`: its logical type tag, or empty).
+Status ExportField(const Field& field, ArrowSchema* out, const std::string& tag = "");
 // `batch` as an Arrow struct array (the layout of a record batch).
 Status ExportBatch(const RecordBatch& batch, ArrowArray* out);
 // One column.
@@ -96,14 +106,15 @@ Status ExportColumn(const Column& column, ArrowArray* out);
 using BatchSource = std::function<Result<std::optional<RecordBatch>>()>;
 // A stream of `schema`'s batches from `next`. Every batch must have exactly
 // `schema`'s fields; a mismatch ends the stream with an error.
-void ExportStream(Schema schema, BatchSource next, ArrowArrayStream* out);
+void ExportStream(Schema schema, BatchSource next, ArrowArrayStream* out, LogicalTypes logical = {});
 
 // ---- import
 
 // The flywheel schema of an Arrow struct type (a record batch's schema).
-// Fields keep their Arrow nullability. Errors name the field and its Arrow
-// type ("column 'ts': Arrow type timestamp[us, UTC] is not supported ...").
-Result<Schema> ImportSchema(const ArrowSchema& schema);
+// Fields keep their Arrow nullability; temporal fields become their integer
+// storage with a tag in *logical (when given). Errors name the field and its
+// Arrow type ("column 'd': Arrow type decimal(12,2) is not supported ...").
+Result<Schema> ImportSchema(const ArrowSchema& schema, LogicalTypes* logical = nullptr);
 
 // The columns of an Arrow struct array of `schema` (as ImportSchema read it).
 // Takes ownership of `*array` (it is marked released, and its release
@@ -116,7 +127,7 @@ Result<RecordBatch> ImportBatch(ArrowArray* array, const ArrowSchema& schema);
 // error (the stream's own, an unsupported type, or the sink's). Releases the
 // stream.
 Status ImportStream(ArrowArrayStream* stream,
-                    const std::function<Status(const Schema&)>& on_schema,
+                    const std::function<Status(const Schema&, const LogicalTypes&)>& on_schema,
                     const std::function<Status(RecordBatch)>& sink);
 
 // An imported batch adapted to `target` (a table's schema): every column must
