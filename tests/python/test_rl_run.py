@@ -249,7 +249,10 @@ def test_run_metrics_show_progress_returns_lag_and_stage_times(tmp_path):
     """The supervisor's /metrics (what `flywheel serve --scrape` charts)."""
     import re
     import urllib.request
-    cfg = write_config(tmp_path, max_updates=400, actors=1)
+    # Long enough to be running when scraped (the learner no longer spends
+    # seconds importing torch._dynamo, and 400 tiny updates can end the run
+    # before the actor's first stats file); SIGINT ends it below.
+    cfg = write_config(tmp_path, max_updates=100000, actors=1)
     proc = start(cfg, tmp_path / "run")
     try:
         url = None
