@@ -21,8 +21,8 @@ the IPC file, for the write direction.
 import argparse
 import json
 import os
-import platform
 import shutil
+import sys
 import tempfile
 import time
 
@@ -31,6 +31,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 import flywheel
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from take_peers import loadavg, machine  # noqa: E402  (the machine description every results file carries)
 
 
 def best(fn, repeats):
@@ -69,8 +72,7 @@ def main():
     rng = np.random.default_rng(0)
     n = args.rows
     work = tempfile.mkdtemp(prefix="fw-arrow-", dir=args.tmp)
-    results = {"machine": {"cpus": os.cpu_count(), "cpu": platform.processor() or platform.machine(),
-                           "loadavg_start": os.getloadavg()}, "rows": n, "workloads": {}}
+    results = {"machine": machine(), "rows": n, "workloads": {}}
     try:
         x = np.arange(n, dtype=np.int64)
         emb = rng.standard_normal((n, 16), dtype=np.float32)
@@ -123,7 +125,7 @@ def main():
                   f"{row['touch_flywheel_GBps']:.2f} GB/s, mapped IPC {row['touch_ipc_mmap_GBps']:.2f} GB/s "
                   f"(x{row['touch_ratio']:.2f} of the ceiling) | import {nbytes / import_s / 1e9:.2f} GB/s vs "
                   f"IPC write {nbytes / ipc_write_s / 1e9:.2f} GB/s")
-        results["machine"]["loadavg_end"] = os.getloadavg()
+        results["machine"]["loadavg_at_end"] = loadavg()
         if args.out:
             with open(args.out, "w") as f:
                 json.dump(results, f, indent=2)

@@ -84,18 +84,14 @@ def machine():
             return subprocess.run(a, capture_output=True, text=True, cwd=ROOT).stdout.strip()
         except OSError:
             return ""
-    cpu = ""
-    with open("/proc/cpuinfo") as f:
-        for line in f:
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    mem = ""
-    with open("/proc/meminfo") as f:
-        for line in f:
-            if line.startswith("MemTotal"):
-                mem = line.split(":", 1)[1].strip()
-                break
+    def proc_field(path, key):
+        with open(path) as f:
+            for line in f:
+                if line.startswith(key):
+                    return line.split(":", 1)[1].strip()
+        return ""
+    cpu = proc_field("/proc/cpuinfo", "model name")
+    mem = proc_field("/proc/meminfo", "MemTotal")
     return {"nproc": os.cpu_count(), "cpu_model": cpu, "memory": mem, "platform": platform.platform(),
             "python": platform.python_version(), "date_utc": time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime()),
             "git_commit": cmd("git", "rev-parse", "HEAD"), "git_dirty": bool(cmd("git", "status", "--porcelain")),

@@ -150,21 +150,15 @@ RecordBatch BatchFromPython(const Schema& schema, const std::string& uri, const 
   return b;
 }
 
-py::dict BatchToPython(const RecordBatch& b) {
-  py::dict out;
-  for (size_t i = 0; i < b.columns.size(); ++i) {
-    out[py::str(b.schema.fields[i].name)] = ColumnToPython(b.columns[i]);
-  }
-  return out;
-}
-
 table::CommitOptions Commit(Properties p) { return table::CommitOptions{std::move(p)}; }
 
+// Scan batches cross as _core.ArrowBatch (to_dict() and the Arrow capsules).
 class PyScan {
  public:
-  explicit PyScan(std::unique_ptr<table::ScanIterator> it) : it_(std::move(it)) {}
+  PyScan(std::unique_ptr<table::ScanIterator> it, format::LogicalTypes logical)
+      : it_(std::move(it)), logical_(std::move(logical)) {}
 
-  py::dict Next() {
+  py::object Next() {
     std::optional<RecordBatch> batch;
     {
       py::gil_scoped_release nogil;
@@ -175,12 +169,13 @@ class PyScan {
       }
     }
     if (!batch) throw py::stop_iteration();
-    return BatchToPython(*batch);
+    return WrapBatch(std::move(*batch), logical_);
   }
 
  private:
   std::mutex mu_;
   std::unique_ptr<table::ScanIterator> it_;
+  const format::LogicalTypes logical_;
 };
 
 class PyTable {
@@ -212,7 +207,9 @@ class PyTable {
   }
 
  public:
-  explicit PyTable(std::shared_ptr<Table> t) : t_(std::move(t)) {}
+  // The logical types are fixed when the table is created (config), so one
+  // parse serves the handle's life.
+  explicit PyTable(std::shared_ptr<Table> t) : t_(std::move(t)), logical_(LogicalTypesOf(*t_)) {}
 
   static std::shared_ptr<PyTable> Create(const std::string& path,
                                          const std::vector<FieldTuple>& fields,
@@ -288,50 +285,40 @@ class PyTable {
     return std::make_unique<PyScan>(Read([&](const Table& t) {
       CheckColumnsNoGil(t, columns);
       return ValueOrThrow(t.Scan(table::ScanOptions{std::move(columns), batch_rows}));
-    }));
+    }), logical_);
   }
 
-  RecordBatch TakeRows(const py::array_t<int64_t, py::array::c_style>& indices,
-                       const std::vector<std::string>& columns) const {
+  // Rows as a _core.ArrowBatch (to_dict() and the Arrow capsules).
+  py::object Take(const py::array_t<int64_t, py::array::c_style>& indices,
+                  std::vector<std::string> columns) const {
     if (indices.ndim() != 1) throw py::value_error("indices must be 1-d");
     std::vector<int64_t> idx(indices.data(), indices.data() + indices.shape(0));
-    return Read([&](const Table& t) {
+    RecordBatch b = Read([&](const Table& t) {
       CheckColumnsNoGil(t, columns);
       return ValueOrThrow(t.Take(idx, columns));
     });
-  }
-
-  py::dict Take(const py::array_t<int64_t, py::array::c_style>& indices,
-                std::vector<std::string> columns) const {
-    return BatchToPython(TakeRows(indices, columns));
+    return WrapBatch(std::move(b), logical_);
   }
 
   // ---- Arrow (docs/arrow.md)
-  // take() as a _core.ArrowBatch (to_dict() and the Arrow capsules).
-  py::object TakeBatch(const py::array_t<int64_t, py::array::c_style>& indices,
-                       std::vector<std::string> columns) const {
-    RecordBatch b = TakeRows(indices, columns);
-    return WrapBatch(std::move(b), Read([](const Table& t) { return LogicalTypesOf(t); }));
-  }
 
   // An arrow_array_stream capsule over a scan of this version.
   py::capsule ArrowStream(std::vector<std::string> columns, std::optional<std::string> where,
                           int64_t batch_rows) const {
     table::ScanOptions o{columns, batch_rows, std::nullopt};
     if (where) o.where = ValueOrThrow(table::Predicate::Parse(*where));
-    auto [scan, schema, logical] = Read([&](const Table& t) {
+    auto [scan, schema] = Read([&](const Table& t) {
       CheckColumnsNoGil(t, columns);
       Schema s;
       if (columns.empty()) s = t.schema();
       for (const auto& n : columns) s.fields.push_back(t.schema().fields[t.schema().FieldIndex(n)]);
-      return std::make_tuple(std::shared_ptr<table::ScanIterator>(ValueOrThrow(t.Scan(o))), s, LogicalTypesOf(t));
+      return std::make_pair(std::shared_ptr<table::ScanIterator>(ValueOrThrow(t.Scan(o))), s);
     });
-    return StreamCapsule(std::move(schema), [scan = std::move(scan)]() { return scan->Next(); }, std::move(logical));
+    return StreamCapsule(std::move(schema), [scan = std::move(scan)]() { return scan->Next(); }, logical_);
   }
 
   py::capsule ArrowSchemaCapsule() const {
-    auto [schema, logical] = Read([](const Table& t) { return std::make_pair(t.schema(), LogicalTypesOf(t)); });
-    return SchemaCapsule(schema, &logical);
+    return SchemaCapsule(Read([](const Table& t) { return t.schema(); }), &logical_);
   }
 
   // Appends every batch of an Arrow source as one version; nothing is
@@ -341,12 +328,11 @@ class PyTable {
     return Write([&](Table& t) {
       const Schema schema = t.schema();
       const std::string what = absl::StrCat("append to ", t.uri());
-      const format::LogicalTypes table_logical = LogicalTypesOf(t);
       std::unique_ptr<table::AppendTransaction> txn = t.BeginAppend();
       ThrowIfError(ReadArrow(
           *in,
           [&](const Schema&, const format::LogicalTypes& logical) {
-            return CheckLogicalTypes(logical, table_logical, schema, what);
+            return CheckLogicalTypes(logical, logical_, schema, what);
           },
           [&](RecordBatch b) -> Status {
             FW_ASSIGN_OR_RETURN(RecordBatch c, format::ConformImported(std::move(b), schema, what));
@@ -462,6 +448,7 @@ class PyTable {
 
  private:
   std::shared_ptr<Table> t_;
+  const format::LogicalTypes logical_;
   mutable std::shared_mutex mu_;
 };
 
@@ -491,8 +478,6 @@ void RegisterTable(py::module_& m) {
       .def("scan", &PyTable::Scan, py::arg("columns") = std::vector<std::string>{},
            py::arg("batch_rows") = 0)
       .def("take", &PyTable::Take, py::arg("indices"),
-           py::arg("columns") = std::vector<std::string>{})
-      .def("take_batch", &PyTable::TakeBatch, py::arg("indices"),
            py::arg("columns") = std::vector<std::string>{})
       .def("arrow_stream", &PyTable::ArrowStream, py::arg("columns") = std::vector<std::string>{},
            py::arg("where") = py::none(), py::arg("batch_rows") = 0)

@@ -14,7 +14,10 @@ from __future__ import annotations
 from collections.abc import MutableMapping
 from typing import Any, Iterator, Mapping, Optional
 
-__all__ = ["Batch", "ArrowStream"]
+__all__ = ["Batch", "ArrowStream", "MASKED"]
+
+# Why a batch the catalog masked has no Arrow form.
+MASKED = "masked batches have no Arrow form (the catalog masks columns for this reader)"
 
 
 class Batch(MutableMapping):
@@ -95,16 +98,19 @@ class Batch(MutableMapping):
 
 class ArrowStream:
     """An object offering ``__arrow_c_stream__`` from a function making the
-    capsule (each call starts a new stream)."""
+    capsule (each call starts a new stream; ``first``, when given, is handed
+    out on the first call)."""
 
-    __slots__ = ("_make", "_schema")
+    __slots__ = ("_make", "_schema", "_first")
 
-    def __init__(self, make, schema=None):
+    def __init__(self, make, schema=None, first=None):
         self._make = make
         self._schema = schema
+        self._first = first
 
     def __arrow_c_stream__(self, requested_schema: Any = None):
-        return self._make()
+        first, self._first = self._first, None
+        return first if first is not None else self._make()
 
     def __arrow_c_schema__(self):
         if self._schema is None:

@@ -33,7 +33,7 @@ import numpy as np
 
 from . import _core
 from . import catalog as _catalog
-from .batch import Batch
+from .batch import MASKED, Batch
 from ._convert import batch_from_core
 
 __all__ = ["Loader"]
@@ -256,8 +256,7 @@ class Loader:
             return None
         _epoch, _position, columns, indices, tables, arrow = out
         if self._policy is not None:
-            batch = Batch(self._policy.apply(batch_from_core(columns)), None,
-                          "masked batches have no Arrow form (the catalog masks columns for this reader)")
+            batch = Batch(self._policy.apply(batch_from_core(columns)), None, MASKED)
         else:
             batch = Batch(batch_from_core(columns), arrow)
         if self._return_indices:

@@ -19,7 +19,7 @@ import numpy as np
 from . import _core
 from . import catalog as _catalog
 from ._convert import batch_from_core, column_to_core, indices_to_core
-from .batch import ArrowStream, Batch
+from .batch import MASKED, ArrowStream, Batch
 
 __all__ = ["Table"]
 
@@ -57,6 +57,13 @@ def _names(columns: Optional[Iterable[str]]) -> List[str]:
     if isinstance(columns, str):
         return [columns]
     return list(columns)
+
+
+def _batch(core: "_core.ArrowBatch", policy) -> Batch:
+    """A scan or take batch: the columns, with the Arrow form unless masked."""
+    if policy is None:
+        return Batch(batch_from_core(core.to_dict()), core)
+    return Batch(policy.apply(batch_from_core(core.to_dict())), None, MASKED)
 
 
 def _is_arrow(obj: Any) -> bool:
@@ -247,9 +254,7 @@ class Table:
         policy = self._read_check(columns)
         it = self._t.scan(_names(columns), int(batch_rows or 0))
         _catalog._note_read(self.path, self.version)
-        if policy is None:
-            return (batch_from_core(b) for b in it)
-        return (policy.apply(batch_from_core(b)) for b in it)
+        return (_batch(b, policy) for b in it)
 
     def take(self, indices: Union[Sequence[int], np.ndarray],
              columns: Optional[Sequence[str]] = None) -> Batch:
@@ -261,12 +266,9 @@ class Table:
         indices are not wrapped), KeyError for an unknown column.
         """
         policy = self._read_check(columns)
-        core = self._t.take_batch(indices_to_core(indices), _names(columns))
+        core = self._t.take(indices_to_core(indices), _names(columns))
         _catalog._note_read(self.path, self.version)
-        if policy is None:
-            return Batch(batch_from_core(core.to_dict()), core)
-        return Batch(policy.apply(batch_from_core(core.to_dict())), None,
-                     "masked batches have no Arrow form (the catalog masks columns for this reader)")
+        return _batch(core, policy)
 
     def _read_check(self, columns: Optional[Sequence[str]]):
         """With a catalog: READ checked and audited, and the masking this
@@ -312,10 +314,11 @@ class Table:
         self._export_check(columns, "Arrow exports")
         names = _names(columns)
         rows = int(batch_rows or 0)
-        # Checked now (KeyError, ValueError) rather than when a reader pulls.
-        self._t.arrow_stream(names, where, rows)
+        # Made now, so errors (KeyError, ValueError) come from this call; the
+        # first reader takes this stream, later ones get new ones.
+        first = self._t.arrow_stream(names, where, rows)
         _catalog._note_read(self.path, self.version)
-        return ArrowStream(lambda: self._t.arrow_stream(names, where, rows), self._t.arrow_schema)
+        return ArrowStream(lambda: self._t.arrow_stream(names, where, rows), self._t.arrow_schema, first)
 
     def __arrow_c_stream__(self, requested_schema: Any = None):
         """Arrow PyCapsule interface: this version as a stream of record

@@ -211,14 +211,17 @@ struct SchemaPrivate {
   std::vector<ArrowSchema*> child_ptrs;
 };
 
-void ReleaseSchema(ArrowSchema* s) {
-  if (s == nullptr || s->release == nullptr) return;
-  auto* p = static_cast<SchemaPrivate*>(s->private_data);
-  for (ArrowSchema* c : p->child_ptrs) {
+// Releases an exported struct: its children first (unless the consumer moved
+// them out), then its private data. One function for schemas and arrays.
+template <typename T, typename Private>
+void Release(T* x) {
+  if (x == nullptr || x->release == nullptr) return;
+  auto* p = static_cast<Private*>(x->private_data);
+  for (T* c : p->child_ptrs) {
     if (c->release != nullptr) c->release(c);
   }
   delete p;
-  s->release = nullptr;
+  x->release = nullptr;
 }
 
 // Fills `out` from `p` (which it then owns).
@@ -231,7 +234,7 @@ void FillSchema(std::unique_ptr<SchemaPrivate> p, int64_t flags, ArrowSchema* ou
   out->n_children = static_cast<int64_t>(p->child_ptrs.size());
   out->children = p->child_ptrs.empty() ? nullptr : p->child_ptrs.data();
   out->dictionary = nullptr;
-  out->release = &ReleaseSchema;
+  out->release = &Release<ArrowSchema, SchemaPrivate>;
   out->private_data = p.release();
 }
 
@@ -251,16 +254,6 @@ struct ArrayPrivate {
   std::vector<ArrowArray*> child_ptrs;
 };
 
-void ReleaseArray(ArrowArray* a) {
-  if (a == nullptr || a->release == nullptr) return;
-  auto* p = static_cast<ArrayPrivate*>(a->private_data);
-  for (ArrowArray* c : p->child_ptrs) {
-    if (c->release != nullptr) c->release(c);
-  }
-  delete p;
-  a->release = nullptr;
-}
-
 void FillArray(std::unique_ptr<ArrayPrivate> p, int64_t length, int64_t null_count, ArrowArray* out) {
   for (auto& c : p->children) p->child_ptrs.push_back(c.get());
   out->length = length;
@@ -271,13 +264,24 @@ void FillArray(std::unique_ptr<ArrayPrivate> p, int64_t length, int64_t null_cou
   out->buffers = p->buffers.data();
   out->children = p->child_ptrs.empty() ? nullptr : p->child_ptrs.data();
   out->dictionary = nullptr;
-  out->release = &ReleaseArray;
+  out->release = &Release<ArrowArray, ArrayPrivate>;
   out->private_data = p.release();
 }
 
 const void* Keep(ArrayPrivate& p, const Buffer& b) {
   if (b.owner) p.owners.push_back(b.owner);
   return b.data != nullptr ? static_cast<const void*>(b.data) : kEmpty;
+}
+
+// `n` bytes of 0/1 as an Arrow bitmap.
+Buffer PackBits(const uint8_t* bytes, int64_t n) {
+  uint8_t* bits;
+  Buffer packed = Buffer::Allocate(static_cast<size_t>((n + 7) / 8), &bits);
+  std::memset(bits, 0, packed.size);
+  for (int64_t i = 0; i < n; ++i) {
+    if (bytes[i] != 0) bits[i >> 3] |= static_cast<uint8_t>(1u << (i & 7));
+  }
+  return packed;
 }
 
 // A primitive child array (no nulls) over `values`.
@@ -335,7 +339,7 @@ Status ExportSchema(const Schema& schema, ArrowSchema* out, const LogicalTypes* 
       if (auto it = logical->find(f.name); it != logical->end()) tag = it->second;
     }
     if (Status s = ExportField(f, child.get(), tag); !s.ok()) {
-      for (auto& c : p->children) ReleaseSchema(c.get());
+      for (auto& c : p->children) Release<ArrowSchema, SchemaPrivate>(c.get());
       return s;
     }
     p->children.push_back(std::move(child));
@@ -356,25 +360,14 @@ Status ExportColumn(const Column& c, ArrowArray* out) {
     p->children.push_back(ValuesChild(c.values, static_cast<int64_t>(c.values.size / ScalarSize(t.elem))));
   } else if (t.id == TypeId::kBool) {
     // flywheel keeps a byte per bool; Arrow packs bits (the one copy here).
-    uint8_t* bits;
-    Buffer packed = Buffer::Allocate(static_cast<size_t>((c.length + 7) / 8), &bits);
-    std::memset(bits, 0, packed.size);
-    for (int64_t i = 0; i < c.length; ++i) {
-      if (c.values.data[i * t.num_elements()] != 0) bits[i >> 3] |= static_cast<uint8_t>(1u << (i & 7));
-    }
-    if (!t.shape.empty()) {
-      // A bool tensor: pack every element, as the child of a fixed-size list.
-      const int64_t n = c.length * t.num_elements();
-      uint8_t* eb;
-      Buffer ebits = Buffer::Allocate(static_cast<size_t>((n + 7) / 8), &eb);
-      std::memset(eb, 0, ebits.size);
-      for (int64_t i = 0; i < n; ++i) {
-        if (c.values.data[i] != 0) eb[i >> 3] |= static_cast<uint8_t>(1u << (i & 7));
-      }
-      p->buffers = {validity};
-      p->children.push_back(ValuesChild(ebits, n));
-    } else {
+    // A bool tensor packs every element, as the child of a fixed-size list.
+    const int64_t n = c.length * t.num_elements();
+    Buffer packed = PackBits(c.values.data, n);
+    if (t.shape.empty()) {
       p->buffers = {validity, Keep(*p, packed)};
+    } else {
+      p->buffers = {validity};
+      p->children.push_back(ValuesChild(packed, n));
     }
   } else if (IsScalar(t.id)) {
     if (t.shape.empty()) {
@@ -399,13 +392,13 @@ Status ExportBatch(const RecordBatch& batch, ArrowArray* out) {
   for (size_t i = 0; i < batch.columns.size(); ++i) {
     const Column& c = batch.columns[i];
     if (c.length != batch.num_rows) {
-      for (auto& ch : p->children) ReleaseArray(ch.get());
+      for (auto& ch : p->children) Release<ArrowArray, ArrayPrivate>(ch.get());
       return absl::InvalidArgumentError(absl::StrCat("column '", batch.schema.fields[i].name, "' has ",
                                                      c.length, " rows, the batch ", batch.num_rows));
     }
     auto child = std::make_unique<ArrowArray>();
     if (Status s = ExportColumn(c, child.get()); !s.ok()) {
-      for (auto& ch : p->children) ReleaseArray(ch.get());
+      for (auto& ch : p->children) Release<ArrowArray, ArrayPrivate>(ch.get());
       return Status(s.code(), absl::StrCat("column '", batch.schema.fields[i].name, "': ", s.message()));
     }
     p->children.push_back(std::move(child));
@@ -657,16 +650,21 @@ const uint8_t* BufferAt(const ArrowArray& a, int64_t i) {
 // Row i's validity bit of a bitmap starting at bit `offset`.
 bool Bit(const uint8_t* bits, int64_t i) { return (bits[i >> 3] >> (i & 7)) & 1; }
 
+// Nulls among rows [offset, offset + rows) of an Arrow array.
+int64_t CountNulls(const ArrowArray& a, int64_t offset, int64_t rows) {
+  const uint8_t* bits = BufferAt(a, 0);
+  if (bits == nullptr || a.null_count == 0) return 0;
+  int64_t n = 0;
+  for (int64_t i = 0; i < rows; ++i) n += !Bit(bits, offset + i);
+  return n;
+}
+
 // flywheel's validity (bit 0 = row 0) for rows [offset, offset + rows) of
 // an Arrow array; sets *nulls.
 Buffer ImportValidity(const ArrowArray& a, int64_t offset, int64_t rows, const Owner& owner, int64_t* nulls) {
   const uint8_t* bits = BufferAt(a, 0);
-  *nulls = 0;
-  if (bits == nullptr || a.null_count == 0) return {};
-  int64_t n = 0;
-  for (int64_t i = 0; i < rows; ++i) n += !Bit(bits, offset + i);
-  *nulls = n;
-  if (n == 0) return {};
+  *nulls = CountNulls(a, offset, rows);
+  if (*nulls == 0) return {};
   if (offset % 8 == 0) return Buffer{bits + offset / 8, static_cast<size_t>((rows + 7) / 8), owner};
   uint8_t* out;
   Buffer b = Buffer::Allocate(static_cast<size_t>((rows + 7) / 8), &out);
@@ -697,10 +695,7 @@ Result<Buffer> FixedValues(const ArrowSchema& s, const ArrowArray& a, int64_t of
     (void)ParseInt(f.substr(3), &n);
     if (a.n_children != 1 || a.children == nullptr || a.children[0] == nullptr) return Bad(column, "fixed-size list without its child");
     const ArrowArray& c = *a.children[0];
-    if (c.null_count != 0 && BufferAt(c, 0) != nullptr) {
-      int64_t nulls = 0;
-      (void)ImportValidity(c, c.offset, c.length, owner, &nulls);
-      if (nulls > 0) return Bad(column, "tensor elements hold nulls; flywheel tensors cannot");
+    if (CountNulls(c, c.offset, c.length) > 0) return Bad(column, "tensor elements hold nulls; flywheel tensors cannot");
     }
     if (c.length < (offset + rows) * n) return Bad(column, "fixed-size list child is too short");
     return FixedValues(*s.children[0], c, c.offset + offset * n, rows * n, owner, column, elem);
@@ -842,9 +837,9 @@ Result<Column> ImportColumn(const ArrowSchema& s, const ArrowArray& a, int64_t p
     const ArrowArray& child = *a.children[0];
     const int64_t end = rows > 0 ? off[rows] : 0;
     if (end > child.length) return Bad(column, "list offsets run past the child array");
-    int64_t child_nulls = 0;
-    (void)ImportValidity(child, child.offset, child.length, owner, &child_nulls);
-    if (child_nulls > 0) return Bad(column, "list elements hold nulls; flywheel lists of numbers cannot");
+    if (CountNulls(child, child.offset, child.length) > 0) {
+      return Bad(column, "list elements hold nulls; flywheel lists of numbers cannot");
+    }
     // Elements [0, end) of the child, from its own offset; flywheel offsets
     // index into them as Arrow's do.
     FW_ASSIGN_OR_RETURN(c.values, FixedValues(*s.children[0], child, child.offset, end, owner, column, type.elem));
@@ -892,10 +887,8 @@ Result<RecordBatch> ImportBatch(ArrowArray* array, const ArrowSchema& schema) {
     return absl::InvalidArgumentError(absl::StrCat("Arrow struct array has ", a.n_children,
                                                    " children, its schema ", fields.fields.size()));
   }
-  if (a.null_count != 0 && BufferAt(a, 0) != nullptr) {
-    int64_t nulls = 0;
-    (void)ImportValidity(a, a.offset, a.length, nullptr, &nulls);
-    if (nulls > 0) return absl::InvalidArgumentError("Arrow record batch has null rows at the top level");
+  if (CountNulls(a, a.offset, a.length) > 0) {
+    return absl::InvalidArgumentError("Arrow record batch has null rows at the top level");
   }
   RecordBatch b;
   b.num_rows = a.length;
