@@ -317,3 +317,27 @@ def test_bad_appends_commit_nothing(tmp_path):
     assert (t.version, t.num_rows) == (v, n)
     with pytest.raises(TypeError, match="Arrow object|dict"):
         t.append(42)
+
+
+def test_scan_batches_are_arrow_batches_and_readers_take_the_table_itself(src):
+    rows = _rows(src)
+    batches = list(src.scan(columns=["i64", "s"]))
+    assert len(batches) > 1
+    got = pa.Table.from_batches([pa.record_batch(b) for b in batches])
+    assert got.column("i64").to_pylist() == rows["i64"]
+    assert got.column("s").to_pylist() == rows["s"]
+    whole = pa.table(src)  # the Table object, through __arrow_c_stream__
+    assert whole.num_rows == src.num_rows and whole.column("s").to_pylist() == rows["s"]
+
+
+def test_every_type_round_trips_through_polars_and_duckdb_as_writers(src, tmp_path):
+    cols = [c for c in SCHEMA if c != "f16"]  # neither Polars nor DuckDB has float16
+    fields = {c: SCHEMA[c] for c in cols}
+    want = {c: v for c, v in _rows(src).items() if c in cols}
+    via_polars = flywheel.Table.create(str(tmp_path / "pl"), fields)
+    via_polars.append(pl.DataFrame(src.to_arrow(columns=cols)))
+    assert _rows(via_polars) == want
+    t = flywheel.Table.create(str(tmp_path / "no_f16"), src.to_arrow(columns=cols))  # noqa: F841
+    via_duckdb = flywheel.Table.create(str(tmp_path / "dd"), fields)
+    via_duckdb.append(duckdb.sql("select * from t"))
+    assert _rows(via_duckdb) == want

@@ -695,7 +695,17 @@ Result<Buffer> FixedValues(const ArrowSchema& s, const ArrowArray& a, int64_t of
     (void)ParseInt(f.substr(3), &n);
     if (a.n_children != 1 || a.children == nullptr || a.children[0] == nullptr) return Bad(column, "fixed-size list without its child");
     const ArrowArray& c = *a.children[0];
-    if (CountNulls(c, c.offset, c.length) > 0) return Bad(column, "tensor elements hold nulls; flywheel tensors cannot");
+    // Elements of null rows may be null (Polars writes them so); those of
+    // valid rows may not.
+    const uint8_t* cbits = BufferAt(c, 0);
+    const uint8_t* pbits = a.null_count != 0 ? BufferAt(a, 0) : nullptr;
+    for (int64_t i = 0; cbits != nullptr && c.null_count != 0 && i < rows; ++i) {
+      if (pbits != nullptr && !Bit(pbits, offset + i)) continue;
+      for (int64_t j = 0; j < n; ++j) {
+        if (!Bit(cbits, c.offset + (offset + i) * n + j)) {
+          return Bad(column, absl::StrCat("row ", i, " of a tensor holds a null element; flywheel tensors cannot"));
+        }
+      }
     }
     if (c.length < (offset + rows) * n) return Bad(column, "fixed-size list child is too short");
     return FixedValues(*s.children[0], c, c.offset + offset * n, rows * n, owner, column, elem);

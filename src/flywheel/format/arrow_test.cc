@@ -185,6 +185,69 @@ TEST(ArrowTest, ChildShorterThanTheBatchIsRefused) {
   s.release(&s);
 }
 
+// A fixed_size_list<int32>[2] column of 2 rows; row 1 null, its elements as
+// `child_validity` says.
+Result<RecordBatch> ImportTensorColumn(uint8_t child_validity) {
+  static const int32_t values[] = {1, 2, 3, 4};
+  const uint8_t parent_validity = 0b01;
+  const void* child_bufs[] = {&child_validity, values};
+  ArrowArray child{};
+  child.length = 4;
+  child.null_count = -1;
+  child.n_buffers = 2;
+  child.buffers = child_bufs;
+  child.release = [](ArrowArray* x) { x->release = nullptr; };
+  ArrowArray* grandkids[] = {&child};
+  const void* col_bufs[] = {&parent_validity};
+  ArrowArray col{};
+  col.length = 2;
+  col.null_count = 1;
+  col.n_buffers = 1;
+  col.buffers = col_bufs;
+  col.n_children = 1;
+  col.children = grandkids;
+  col.release = child.release;
+  ArrowArray* kids[] = {&col};
+  const void* top_bufs[] = {nullptr};
+  ArrowArray top{};
+  top.length = 2;
+  top.n_buffers = 1;
+  top.buffers = top_bufs;
+  top.n_children = 1;
+  top.children = kids;
+  top.release = child.release;
+  ArrowSchema item{};
+  item.format = "i";
+  item.name = "item";
+  item.release = [](ArrowSchema* x) { x->release = nullptr; };
+  ArrowSchema* item_kids[] = {&item};
+  ArrowSchema t{};
+  t.format = "+w:2";
+  t.name = "t";
+  t.flags = ARROW_FLAG_NULLABLE;
+  t.n_children = 1;
+  t.children = item_kids;
+  t.release = item.release;
+  ArrowSchema* fields[] = {&t};
+  ArrowSchema top_s{};
+  top_s.format = "+s";
+  top_s.n_children = 1;
+  top_s.children = fields;
+  top_s.release = item.release;
+  return ImportBatch(&top, top_s);
+}
+
+TEST(ArrowTest, TensorElementsMayBeNullOnlyInNullRows) {
+  auto ok = ImportTensorColumn(0b0011);  // row 1's elements null, as Polars writes them
+  ASSERT_TRUE(ok.ok()) << ok.status();
+  EXPECT_EQ(ok->columns[0].type, DataType::Tensor(TypeId::kInt32, {2}));
+  EXPECT_TRUE(ok->columns[0].IsValid(0));
+  EXPECT_FALSE(ok->columns[0].IsValid(1));
+  auto bad = ImportTensorColumn(0b1110);  // an element of valid row 0 is null
+  ASSERT_FALSE(bad.ok());
+  EXPECT_THAT(std::string(bad.status().message()), HasSubstr("row 0 of a tensor holds a null element"));
+}
+
 TEST(ArrowTest, TemporalTypesMapToIntegersWithTheirTagsAndBack) {
   const char* formats[] = {"tsu:UTC", "tsn:", "tss:Europe/Paris", "tdD", "tdm", "ttm", "ttn", "tDu"};
   const char* tags[] = {"timestamp(us, UTC)", "timestamp(ns)", "timestamp(s, Europe/Paris)", "date32", "date64",
