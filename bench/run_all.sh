@@ -28,9 +28,13 @@ ONLY="${FW_BENCH_ONLY:-format table commit replay replay_service envs rl loader 
 TMP="${FW_BENCH_TMP:-/tmp}"
 PYTHON="${PYTHON:-$(make -s -C "$ROOT" python-path)}"
 
+# Benchmarks are not in the default build (make test runs none): build them here.
+if [[ -f "$BUILD/build.ninja" ]]; then
+  cmake --build "$BUILD" --target benches
+fi
 for b in table_bench commit_bench format_bench replay_bench replay_service_bench envs_bench; do
   if [[ ! -x "$BIN/$b" ]]; then
-    echo "run_all.sh: $BIN/$b is missing; build first (make build, or ninja -C $BUILD $b)" >&2
+    echo "run_all.sh: $BIN/$b is missing; build the benchmarks first (cmake --build $BUILD --target benches)" >&2
     exit 1
   fi
 done

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Runs every libFuzzer binary in BUILD_DIR/fuzz for SECONDS seconds each
-# (the Parquet metadata and encoding targets for at least 30 s).
+# (the Parquet metadata and encoding targets for at least 30 s), FUZZ_JOBS
+# targets at a time (default: the number of CPUs; each fuzzer is one process
+# on one core, so this divides the wall time without shortening any run).
 #
-#   fuzz/run.sh BUILD_DIR SECONDS
+#   [FUZZ_JOBS=N] fuzz/run.sh BUILD_DIR SECONDS
 #
 # Target <name>_fuzz starts from the seeds in fuzz/corpus/<name>/, copied to
 # a scratch directory fuzz/corpus-run/<name>/ (gitignored) so the committed
@@ -28,9 +30,13 @@ if [ ${#targets[@]} -eq 0 ]; then
   exit 1
 fi
 
-failed=()
-for bin in "${targets[@]}"; do
-  [ -x "$bin" ] || continue
+jobs=${FUZZ_JOBS:-$(nproc)}
+[ "$jobs" -ge 1 ] 2>/dev/null || { echo "fuzz/run.sh: FUZZ_JOBS must be a positive integer" >&2; exit 2; }
+
+# One target: its report goes to $run_dir/<name>.report (printed in target
+# order once all have run) and its exit status to $run_dir/<name>.rc.
+run_one() {
+  local bin=$1 name corpus artifacts log run_seconds rc
   name=$(basename "$bin")
   name=${name%_fuzz}
   corpus="$run_dir/$name"
@@ -38,28 +44,54 @@ for bin in "${targets[@]}"; do
   log="$run_dir/$name.log"
   rm -rf "$corpus"
   mkdir -p "$corpus" "$artifacts"
-  if [ -d "$root/fuzz/corpus/$name" ]; then
-    cp -a "$root/fuzz/corpus/$name/." "$corpus/"
-  else
-    echo "fuzz/run.sh: warning: no seed corpus fuzz/corpus/$name" >&2
-  fi
-  # The Parquet decoders (untrusted files from anywhere) get at least 30 s.
-  run_seconds=$seconds
-  case $name in
-    parquet_metadata|parquet_encoding) [ "$run_seconds" -lt 30 ] && run_seconds=30 ;;
-  esac
-  echo "== $name: fuzzing for ${run_seconds}s ($(ls "$corpus" | wc -l) seeds)"
-  "$bin" -max_total_time="$run_seconds" -timeout=25 -rss_limit_mb=2048 \
-    -artifact_prefix="$artifacts/" -print_final_stats=1 "$corpus" >"$log" 2>&1
-  rc=$?
-  grep -E "^(stat::number_of_executed_units|stat::peak_rss_mb|#[0-9]+ +DONE)" "$log" | sed 's/^/   /'
-  if [ $rc -ne 0 ]; then
-    echo "== $name: FAILED (exit $rc); log $log, inputs in $artifacts" >&2
-    tail -n 60 "$log" >&2
-    failed+=("$name")
-  else
-    echo "== $name: ok ($(ls "$corpus" | wc -l) corpus entries)"
-  fi
+  {
+    if [ -d "$root/fuzz/corpus/$name" ]; then
+      cp -a "$root/fuzz/corpus/$name/." "$corpus/"
+    else
+      echo "fuzz/run.sh: warning: no seed corpus fuzz/corpus/$name"
+    fi
+    # The Parquet decoders (untrusted files from anywhere) get at least 30 s.
+    run_seconds=$seconds
+    case $name in
+      parquet_metadata|parquet_encoding) [ "$run_seconds" -lt 30 ] && run_seconds=30 ;;
+    esac
+    echo "== $name: fuzzing for ${run_seconds}s ($(ls "$corpus" | wc -l) seeds)"
+    "$bin" -max_total_time="$run_seconds" -timeout=25 -rss_limit_mb=2048 \
+      -artifact_prefix="$artifacts/" -print_final_stats=1 "$corpus" >"$log" 2>&1
+    rc=$?
+    grep -E "^(stat::number_of_executed_units|stat::peak_rss_mb|#[0-9]+ +DONE)" "$log" | sed 's/^/   /'
+    if [ $rc -ne 0 ]; then
+      echo "== $name: FAILED (exit $rc); log $log, inputs in $artifacts"
+      tail -n 60 "$log"
+    else
+      echo "== $name: ok ($(ls "$corpus" | wc -l) corpus entries)"
+    fi
+    echo $rc >"$run_dir/$name.rc"
+  } >"$run_dir/$name.report" 2>&1
+}
+
+mkdir -p "$run_dir"
+names=()
+# The two 30-second Parquet targets first, so they overlap the short ones.
+ordered=()
+for bin in "${targets[@]}"; do
+  case $(basename "$bin") in parquet_*) ordered=("$bin" "${ordered[@]}") ;; *) ordered+=("$bin") ;; esac
+done
+echo "fuzz/run.sh: ${#ordered[@]} targets, $jobs at a time"
+for bin in "${ordered[@]}"; do
+  [ -x "$bin" ] || continue
+  name=$(basename "$bin")
+  names+=("${name%_fuzz}")
+  rm -f "$run_dir/${name%_fuzz}.rc"
+  while [ "$(jobs -rp | wc -l)" -ge "$jobs" ]; do wait -n; done
+  run_one "$bin" &
+done
+wait
+
+failed=()
+for name in "${names[@]}"; do
+  rc=$(cat "$run_dir/$name.rc" 2>/dev/null || echo missing)
+  if [ "$rc" = 0 ]; then cat "$run_dir/$name.report"; else cat "$run_dir/$name.report" >&2; failed+=("$name"); fi
 done
 
 if [ ${#failed[@]} -ne 0 ]; then

@@ -689,14 +689,18 @@ void LoaderImpl::IssueLocked() {
 }
 
 void LoaderImpl::RunTicket(const std::shared_ptr<Ticket>& t) {
-  FW_TRACE_SPAN("loader", "assemble_batch");
   obs::NoteProgress();
   Status s;
-  if (!Stale(*t)) {
-    const auto t0 = std::chrono::steady_clock::now();
-    s = Fill(*t, t->slot.get());
-    // Page fetches are inside this span; stats() subtracts them.
-    assemble_nanos_.fetch_add(NanosSince(t0), std::memory_order_relaxed);
+  {
+    // The span ends before the batch is published below, so a consumer that
+    // takes the last batch and stops tracing finds every assemble span.
+    FW_TRACE_SPAN("loader", "assemble_batch");
+    if (!Stale(*t)) {
+      const auto t0 = std::chrono::steady_clock::now();
+      s = Fill(*t, t->slot.get());
+      // Page fetches are inside this span; stats() subtracts them.
+      assemble_nanos_.fetch_add(NanosSince(t0), std::memory_order_relaxed);
+    }
   }
   absl::MutexLock lock(&mu_);
   t->status = std::move(s);
