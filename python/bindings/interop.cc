@@ -134,6 +134,7 @@ py::dict Ingest(const std::vector<std::string>& sources, const std::string& tabl
     d["checksum"] = s.checksum;
     d["rows"] = s.rows;
     d["error"] = s.error.empty() ? py::object(py::none()) : py::object(py::str(s.error));
+    d["skipped_entries"] = s.skipped_entries;
     srcs.append(d);
   }
   out["sources"] = srcs;

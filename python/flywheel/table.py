@@ -51,6 +51,16 @@ def _props(properties: Optional[Mapping[str, Any]]) -> Dict[str, str]:
     return {str(k): str(v) for k, v in properties.items()}
 
 
+def _where_column(where: str) -> str:
+    """The column a ``"column OP value"`` predicate reads (parsed as the C++
+    Predicate::Parse does: the text before the first operator)."""
+    for i in range(len(where)):
+        for op in ("==", "!=", "<=", ">=", "<", ">"):
+            if where.startswith(op, i):
+                return where[:i].strip(" ")
+    return ""
+
+
 def _names(columns: Optional[Iterable[str]]) -> List[str]:
     if columns is None:
         return []
@@ -312,6 +322,7 @@ class Table:
     def _arrow_stream(self, columns: Optional[Sequence[str]] = None, where: Optional[str] = None,
                       batch_rows: Optional[int] = None) -> ArrowStream:
         self._export_check(columns, "Arrow exports")
+        self._predicate_check(where, "export")
         names = _names(columns)
         rows = int(batch_rows or 0)
         # Made now, so errors (KeyError, ValueError) come from this call; the
@@ -447,6 +458,7 @@ class Table:
         if (indices is None) == (where is None):
             raise ValueError("give indices or where=..., not both")
         self._write_check()
+        self._predicate_check(where, "delete")
         before = self.version
         if where is not None:
             n = self._t.delete_where(where, _props(properties))
@@ -500,6 +512,20 @@ class Table:
     def _write_check(self) -> None:
         if _catalog.default_catalog() is not None:
             _catalog._authorize(self.path, "WRITE", "write")
+
+    def _predicate_check(self, where: Optional[str], action: str) -> None:
+        """With a catalog: a predicate reads its column, so one on a tagged
+        column the principal is not cleared for is refused (and audited) as
+        reading that column is; otherwise which rows match would leak."""
+        if where is None or _catalog.default_catalog() is None:
+            return
+        policy = _catalog._policy_for([self.path])
+        column = _where_column(where)
+        if policy is not None and column in policy.columns:
+            _catalog._audit_denied(action, policy.columns[column][2], {"columns": [column], "where": True})
+            raise PermissionError(
+                f"column {column!r} of {self.path} is tagged and principal {policy.principal!r} is not "
+                f"cleared for it: it cannot be used in a predicate ({action})")
 
     def _written(self, op: str, before: Optional[int]) -> None:
         """Lineage of a write: an output of the active flywheel.run, or a run

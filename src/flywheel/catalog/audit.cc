@@ -108,6 +108,17 @@ Status Catalog::Audit(const std::string& action, const std::string& object, cons
 }
 
 Result<std::vector<AuditEvent>> Catalog::AuditEvents(int64_t after_seq, int64_t limit) {
+  FW_ASSIGN_OR_RETURN(const bool admin, HasPrivilege(principal_, "*", Privilege::kAdmin));
+  if (!admin) {
+    FW_RETURN_IF_ERROR(Audit("audit_read", "*", R"({"privilege": "ADMIN", "denied": true})"));
+    return absl::PermissionDeniedError(absl::StrCat("principal '", principal_,
+                                                    "' lacks ADMIN on the catalog, which reading the audit log needs "
+                                                    "(its events name keys, e.g. erased users)"));
+  }
+  return ReadAuditEvents(after_seq, limit);
+}
+
+Result<std::vector<AuditEvent>> Catalog::ReadAuditEvents(int64_t after_seq, int64_t limit) {
   std::lock_guard<std::mutex> lock(mu_->mu);
   FW_ASSIGN_OR_RETURN(SqlRows rows, db_->Query(absl::StrCat("SELECT ", kColumns,
                                                             " FROM audit WHERE seq > ? ORDER BY seq LIMIT ?"),
@@ -124,7 +135,7 @@ Result<AuditVerifyResult> Catalog::VerifyAudit() {
   // Pages in storage order of seq; a reordered event shows as a chain break
   // (its prev_hash no longer names its predecessor).
   while (true) {
-    FW_ASSIGN_OR_RETURN(std::vector<AuditEvent> page, AuditEvents(expect - 1, 10000));
+    FW_ASSIGN_OR_RETURN(std::vector<AuditEvent> page, ReadAuditEvents(expect - 1, 10000));
     if (page.empty()) break;
     for (const AuditEvent& e : page) {
       auto fail = [&](std::string problem) {
@@ -178,7 +189,7 @@ Result<AuditVerifyResult> Catalog::VerifyAudit() {
         res.problem = absl::StrCat("events ", res.events + 1, "..", seq, " were removed from the end (the anchor ",
                                    options_.audit_anchor, " records event ", seq, ")");
       } else if (seq > 0) {
-        FW_ASSIGN_OR_RETURN(std::vector<AuditEvent> at, AuditEvents(seq - 1, 1));
+        FW_ASSIGN_OR_RETURN(std::vector<AuditEvent> at, ReadAuditEvents(seq - 1, 1));
         if (at.empty() || at[0].hash != hash) {
           res.ok = false;
           res.first_bad_seq = seq;

@@ -293,6 +293,9 @@ class Catalog {
   // ---- audit (audit.cc) ------------------------------------------------
   // Appends an event for principal() to the hash chain.
   Status Audit(const std::string& action, const std::string& object, const std::string& detail_json = "{}");
+  // Events after `after_seq`. Needs ADMIN on the catalog ('*'): events name
+  // keys (an erased user's email, a predicate's value), so no one else reads
+  // them; a refusal is itself audited.
   Result<std::vector<AuditEvent>> AuditEvents(int64_t after_seq = 0, int64_t limit = 1000);
   // Recomputes the chain: any edited, removed, inserted or reordered event
   // is reported with its sequence number.
@@ -303,6 +306,8 @@ class Catalog {
   SqlDb* db() { return db_.get(); }
 
  private:
+  // AuditEvents without the privilege check (VerifyAudit walks the chain).
+  Result<std::vector<AuditEvent>> ReadAuditEvents(int64_t after_seq, int64_t limit);
   Catalog() = default;
   Status Migrate();
   Result<DatasetInfo> Register(const std::string& name, const std::string& uri, bool own_namespace);

@@ -12,8 +12,14 @@ namespace flywheel::cli {
 
 int Fail(const Status& s) {
   std::fprintf(stderr, "flywheel: error: %s\n", std::string(s.message()).c_str());
+  // One mapping for every command (README, docs/ingest.md, docs/catalog.md):
+  // 2 bad input, invalid or corrupt data; 3 not found; 4 aborted (commit
+  // conflict); 5 audit tampering (catalog audit verify); 6 permission denied;
+  // 1 anything else (I/O, internal).
   switch (s.code()) {
-    case absl::StatusCode::kInvalidArgument: return 2;
+    case absl::StatusCode::kInvalidArgument:
+    case absl::StatusCode::kOutOfRange:
+    case absl::StatusCode::kDataLoss: return 2;
     case absl::StatusCode::kNotFound: return 3;
     case absl::StatusCode::kAborted: return 4;
     case absl::StatusCode::kPermissionDenied: return 6;

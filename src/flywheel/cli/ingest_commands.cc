@@ -109,19 +109,24 @@ void AddIngestCommands(CLI::App& app, int* rc) {
                   "or the text itself, e.g. 'id:int64, text:string?'");
   cmd->add_option("--type", *types, "JSONL/CSV: override one inferred type, NAME=TYPE (repeatable)");
   cmd->add_option("--columns", *columns, "Keep only these top-level columns, comma separated");
-  cmd->add_option("--threads", *threads, "Sources read at once (default: the number of CPUs)");
+  cmd->add_option("--threads", *threads, "Sources read at once (default: the number of CPUs)")
+      ->check(CLI::PositiveNumber);
   cmd->add_option("--on-error", *on_error,
                   "fail: stop at the first bad source, commit nothing; skip: leave bad sources out;\n"
                   "quarantine: skip and copy them to TABLE/_quarantine/")
       ->capture_default_str();
-  cmd->add_option("--commit-every", *commit_every, "Commit after every N sources (default: one commit at the end)");
+  cmd->add_option("--commit-every", *commit_every, "Commit after every N sources (default: one commit at the end)")
+      ->check(CLI::PositiveNumber);
   cmd->add_option("--delimiter", *delimiter, "CSV field delimiter (\\t for tabs; .tsv files use tabs)")
       ->capture_default_str();
   cmd->add_flag("--no-header", *no_header, "CSV files have no header row (fields are named f0, f1, ...)");
   cmd->add_flag("-q,--quiet", *quiet, "No progress output");
+  auto skip_crc = std::make_shared<bool>(false);
+  cmd->add_flag("--skip-page-crc", *skip_crc, "Parquet: do not verify page CRCs (verified by default where present)");
   cmd->callback([=] {
     interop::IngestOptions o;
     o.sources.assign(args->begin(), args->end() - 1);
+    o.verify_page_crc = !*skip_crc;
     auto where = AuthorizedTable(args->back(), catalog::Privilege::kWrite, "ingest", /*for_create=*/true);
     if (!where.ok()) return void(*rc = Fail(where.status()));
     o.table = *where;
@@ -207,6 +212,7 @@ void AddIngestCommands(CLI::App& app, int* rc) {
     std::printf("\n");
     for (const auto& s : r->sources) {
       if (!s.error.empty()) std::printf("skipped %s: %s\n", s.path.c_str(), s.error.c_str());
+      for (const auto& e : s.skipped_entries) std::printf("skipped in %s: %s\n", s.path.c_str(), e.c_str());
     }
   });
 }

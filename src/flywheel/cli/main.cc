@@ -32,7 +32,10 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    // --help and --version print and exit 0; every other parse or validation
+    // error (unknown flag, missing argument, a number out of range) is bad
+    // input: exit 2, like every other refusal of bad input (cli/common.cc).
+    return app.exit(e) == 0 ? 0 : 2;
   }
   return exit_code;
 }

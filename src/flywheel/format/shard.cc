@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "flywheel/base/checksum.h"
 #include "flywheel/format/internal/coding.h"
+#include "flywheel/format/limits.h"
 
 namespace flywheel::format {
 namespace {
@@ -342,7 +343,7 @@ Status ShardReader::ParseFooter() {
   uint64_t fv, nfields;
   FW_RETURN_IF_ERROR(d.Varint(&fv));
   if (fv != kFooterVersion) return d.Error(absl::StrCat("unknown footer version ", fv));
-  FW_RETURN_IF_ERROR(d.Bounded(&nfields, 100000, "field count"));
+  FW_RETURN_IF_ERROR(d.Bounded(&nfields, kMaxColumns, "field count"));
   if (nfields == 0) return d.Error("no fields");
   for (uint64_t i = 0; i < nfields; ++i) {
     Field f;
@@ -351,12 +352,12 @@ Status ShardReader::ParseFooter() {
     FW_RETURN_IF_ERROR(d.Bytes(&f.name));
     FW_RETURN_IF_ERROR(d.Byte(&id));
     FW_RETURN_IF_ERROR(d.Byte(&elem));
-    FW_RETURN_IF_ERROR(d.Bounded(&ndim, 8, "tensor rank"));
+    FW_RETURN_IF_ERROR(d.Bounded(&ndim, kMaxTensorRank, "tensor rank"));
     f.type.id = static_cast<TypeId>(id);
     f.type.elem = static_cast<TypeId>(elem);
     for (uint64_t k = 0; k < ndim; ++k) {
       uint64_t dim;
-      FW_RETURN_IF_ERROR(d.Bounded(&dim, uint64_t{1} << 32, "tensor dimension"));
+      FW_RETURN_IF_ERROR(d.Bounded(&dim, kMaxTensorElements, "tensor dimension"));
       f.type.shape.push_back(static_cast<int64_t>(dim));
     }
     FW_RETURN_IF_ERROR(d.Byte(&nullable));
@@ -369,7 +370,7 @@ Status ShardReader::ParseFooter() {
   Status sv = schema_.Validate();
   if (!sv.ok()) return d.Error(absl::StrCat("invalid schema: ", sv.message()));
   uint64_t nrows;
-  FW_RETURN_IF_ERROR(d.Bounded(&nrows, uint64_t{1} << 48, "row count"));
+  FW_RETURN_IF_ERROR(d.Bounded(&nrows, kMaxRowsPerFile, "row count"));
   num_rows_ = static_cast<int64_t>(nrows);
   pages_.resize(nfields);
   page_starts_.resize(nfields);
@@ -386,9 +387,9 @@ Status ShardReader::ParseFooter() {
       FW_RETURN_IF_ERROR(d.Bounded(&n, nrows, "page row count"));
       FW_RETURN_IF_ERROR(d.Varint(&pi.offset));
       FW_RETURN_IF_ERROR(d.Varint(&pi.stored_size));
-      FW_RETURN_IF_ERROR(d.Bounded(&pi.values_size, uint64_t{1} << 40, "values size"));
-      FW_RETURN_IF_ERROR(d.Bounded(&pi.offsets_size, uint64_t{1} << 40, "offsets size"));
-      FW_RETURN_IF_ERROR(d.Bounded(&pi.validity_size, uint64_t{1} << 40, "validity size"));
+      FW_RETURN_IF_ERROR(d.Bounded(&pi.values_size, kMaxPageSectionBytes, "values size"));
+      FW_RETURN_IF_ERROR(d.Bounded(&pi.offsets_size, kMaxPageSectionBytes, "offsets size"));
+      FW_RETURN_IF_ERROR(d.Bounded(&pi.validity_size, kMaxPageSectionBytes, "validity size"));
       FW_RETURN_IF_ERROR(d.Byte(&codec));
       FW_RETURN_IF_ERROR(d.Bounded(&nulls, n, "null count"));
       FW_RETURN_IF_ERROR(d.Fixed64(&pi.checksum));

@@ -2,8 +2,10 @@
 
 #include <charconv>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "flywheel/base/utf8.h"
+#include "flywheel/format/limits.h"
 
 namespace flywheel::format {
 namespace {
@@ -99,11 +101,16 @@ Status DataType::Validate() const {
   }
   if (!IsScalar(id)) return absl::InvalidArgumentError("invalid type id");
   if (elem != TypeId::kNone) return absl::InvalidArgumentError("only list types take an element type");
-  if (shape.size() > 8) return absl::InvalidArgumentError("tensor rank must be at most 8");
+  if (shape.size() > static_cast<size_t>(kMaxTensorRank)) {
+    return absl::InvalidArgumentError(absl::StrCat("tensor rank must be at most ", kMaxTensorRank));
+  }
   int64_t n = 1;
   for (int64_t d : shape) {
     if (d <= 0) return absl::InvalidArgumentError(absl::StrCat("tensor dimension ", d, " must be positive"));
-    if (n > (int64_t{1} << 32) / d) return absl::InvalidArgumentError("tensor shape is too large");
+    if (n > kMaxTensorElements / d) {
+      return absl::InvalidArgumentError(absl::StrCat("tensor shape is too large (at most ", kMaxTensorElements,
+                                                     " elements per value)"));
+    }
     n *= d;
   }
   return absl::OkStatus();
@@ -157,16 +164,20 @@ int Schema::FieldIndex(std::string_view name) const {
 
 Status Schema::Validate() const {
   if (fields.empty()) return absl::InvalidArgumentError("schema has no fields");
+  if (static_cast<int64_t>(fields.size()) > kMaxColumns) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("schema has ", fields.size(), " columns; flywheel tables hold at most ", kMaxColumns));
+  }
+  absl::flat_hash_set<std::string_view> names;
+  names.reserve(fields.size());
   for (size_t i = 0; i < fields.size(); ++i) {
     const Field& f = fields[i];
     if (f.name.empty()) return absl::InvalidArgumentError(absl::StrCat("field ", i, " has no name"));
     if (!IsValidUtf8(f.name)) {
       return absl::InvalidArgumentError(absl::StrCat("field ", i, " name is not valid UTF-8"));
     }
-    for (size_t j = 0; j < i; ++j) {
-      if (fields[j].name == f.name) {
-        return absl::InvalidArgumentError(absl::StrCat("duplicate field name '", f.name, "'"));
-      }
+    if (!names.insert(f.name).second) {
+      return absl::InvalidArgumentError(absl::StrCat("duplicate field name '", f.name, "'"));
     }
     FW_RETURN_IF_ERROR_CTX(f.type.Validate(), "field '", f.name, "'");
   }

@@ -18,6 +18,7 @@
 #include "flywheel/base/logging.h"
 #include "flywheel/base/metrics.h"
 #include "flywheel/interop/parquet/convert.h"
+#include "flywheel/io/file_system.h"
 #include "flywheel/interop/wds/wds_reader.h"
 
 namespace flywheel::interop {
@@ -58,6 +59,7 @@ Result<std::unique_ptr<RecordBatchReader>> OpenSource(const std::string& path, S
     case SourceFormat::kParquet: {
       parquet::SourceOptions so;
       so.columns = o.columns;
+      so.verify_page_crc = o.verify_page_crc;
       return parquet::OpenParquetSource(path, so);
     }
     case SourceFormat::kJsonLines:
@@ -117,6 +119,7 @@ struct Job {
   // Results, set by the worker before it reports the job done.
   Status status;
   uint64_t checksum = 0;
+  std::vector<std::string> skipped_entries;
   std::unique_ptr<table::AppendTransaction> part;
 };
 
@@ -126,6 +129,7 @@ nlohmann::json RecordJson(const SourceRecord& r) {
   std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(r.checksum));
   j["xxh3_64"] = hex;
   if (!r.error.empty()) j["error"] = r.error;
+  if (!r.skipped_entries.empty()) j["skipped_entries"] = r.skipped_entries;
   return j;
 }
 
@@ -182,7 +186,8 @@ Status IngestOptions::Validate() const {
 
 Result<std::vector<std::string>> ExpandSources(const std::vector<std::string>& patterns) {
   std::vector<std::string> out;
-  for (const std::string& p : patterns) {
+  for (const std::string& pattern : patterns) {
+    FW_ASSIGN_OR_RETURN(const std::string p, io::LocalPath(pattern));
     if (!HasGlob(p)) {
       std::error_code ec;
       if (!fs::exists(p, ec)) return absl::NotFoundError(absl::StrCat("source ", p, " does not exist"));
@@ -237,8 +242,12 @@ Result<SourceFormat> DetectFormat(const std::string& path, SourceFormat f) {
       " from its name (.parquet, .jsonl/.ndjson/.json, .csv/.tsv, .tar/.tar.gz/.tgz, or a directory); use --format"));
 }
 
-Result<IngestResult> Ingest(const IngestOptions& o) {
-  FW_RETURN_IF_ERROR(o.Validate());
+Result<IngestResult> Ingest(const IngestOptions& options) {
+  FW_RETURN_IF_ERROR(options.Validate());
+  // The table as the local folder it names (file:// resolved; other schemes
+  // refused before anything is read or written).
+  IngestOptions o = options;
+  FW_ASSIGN_OR_RETURN(o.table, io::LocalPath(options.table));
   const auto t0 = Clock::now();
   auto since = [&] { return std::chrono::duration<double>(Clock::now() - t0).count(); };
   FW_ASSIGN_OR_RETURN(std::vector<std::string> paths, ExpandSources(o.sources));
@@ -255,9 +264,14 @@ Result<IngestResult> Ingest(const IngestOptions& o) {
   }
   progress.files_total = static_cast<int64_t>(jobs.size());
 
-  // The table: opened, or created with the first source's schema.
+  // The table: opened, or created with the first source's schema. A table
+  // this call creates is removed again when the ingest fails before its
+  // first commit, so a failed ingest leaves nothing behind.
   std::shared_ptr<table::Table> table;
+  bool created = false;
   {
+    std::error_code ec;
+    const bool folder_existed = fs::exists(o.table, ec);
     auto opened = table::Table::Open(o.table, {}, o.table_options);
     if (opened.ok()) {
       table = *opened;
@@ -277,6 +291,7 @@ Result<IngestResult> Ingest(const IngestOptions& o) {
         for (auto& field : schema.fields) field.nullable = true;
       }
       FW_ASSIGN_OR_RETURN(table, table::Table::Create(o.table, schema, to, c));
+      created = !folder_existed;
     } else {
       return opened.status();
     }
@@ -323,6 +338,7 @@ Result<IngestResult> Ingest(const IngestOptions& o) {
       if (buffered_rows >= o.write_rows) FW_RETURN_IF_ERROR(flush());
     }
     FW_RETURN_IF_ERROR(flush());
+    job.skipped_entries = reader->skipped_entries();
     bytes_metric->Increment(std::max<int64_t>(0, job.size - job.bytes_done.exchange(job.size)));
     if (job.format != SourceFormat::kFiles) {
       FW_ASSIGN_OR_RETURN(job.checksum, HashFile(job.path));
@@ -402,12 +418,22 @@ Result<IngestResult> Ingest(const IngestOptions& o) {
       r.size = job.size;
       r.checksum = job.checksum;
       r.rows = job.rows.load();
+      r.skipped_entries = job.skipped_entries;
       ++progress.files_done;
       Metrics()
           .GetCounter("flywheel_ingest_files_total", "Ingest source files handled, by outcome",
                       {{"format", r.format}, {"outcome", job.status.ok() ? "ok" : "failed"}})
           ->Increment();
       if (job.status.ok()) {
+        for (const std::string& e : r.skipped_entries) {
+          FW_LOG(WARNING) << "ingest: " << job.path << ": skipped " << e;
+        }
+        if (!r.skipped_entries.empty() && o.on_error == OnError::kQuarantine) {
+          Status q = Quarantine(o.table, job.path);
+          if (!q.ok()) {
+            FW_LOG(WARNING) << "ingest: " << q;
+          }
+        }
         if (failure.ok()) {
           Status s = tx->Absorb(*job.part);
           if (!s.ok()) failure = s;
@@ -449,12 +475,26 @@ Result<IngestResult> Ingest(const IngestOptions& o) {
   result.seconds = since();
   report();
   if (!failure.ok()) {
-    std::string committed = result.versions.empty()
-                                ? std::string("nothing was committed")
-                                : absl::StrCat("versions ", absl::StrJoin(result.versions, ", "),
-                                               " were committed before it");
-    return Status(failure.code(), absl::StrCat("ingest into ", o.table, ": ", failure.message(), " (", committed,
-                                               "; the table is at its last commit)"));
+    std::string committed;
+    if (!result.versions.empty()) {
+      committed = absl::StrCat("versions ", absl::StrJoin(result.versions, ", "),
+                               " were committed before it; the table is at its last commit");
+    } else if (created) {
+      // Nothing but our own version 1 (no other writer committed since):
+      // remove the table this call made, and say so.
+      auto latest = table::Table::Open(o.table, {}, o.table_options);
+      std::error_code ec;
+      if (latest.ok() && (*latest)->version() == 1 && fs::remove_all(o.table, ec) > 0 && !ec) {
+        committed = "nothing was committed and the new table was removed";
+      } else {
+        committed = absl::StrCat("nothing was committed; the new table ", o.table,
+                                 " exists with its schema and no rows");
+      }
+    } else {
+      committed = "nothing was committed; the table is at its last commit";
+    }
+    return Status(failure.code(),
+                  absl::StrCat("ingest into ", o.table, ": ", failure.message(), " (", committed, ")"));
   }
   return result;
 }

@@ -55,6 +55,11 @@ struct SourceRecord {
   uint64_t checksum = 0;  // XXH3-64 of the file's bytes (0 for directories)
   int64_t rows = 0;
   std::string error;  // why it was skipped or quarantined; empty when ingested
+  // Entries inside the source refused and left out under on_error = skip or
+  // quarantine (WebDataset: "tar entry N 'name' at offset O: why"); also in
+  // the commit's "ingest.sources" property. Quarantine copies such a source
+  // to TABLE/_quarantine/ too.
+  std::vector<std::string> skipped_entries;
 };
 
 struct IngestOptions {
@@ -73,6 +78,8 @@ struct IngestOptions {
   // Sources read at once; <= 0: the number of CPUs.
   int threads = 0;
   OnError on_error = OnError::kFail;
+  // Parquet: verify page CRCs where pages carry one (false: skip the check).
+  bool verify_page_crc = true;
   // Commit after every this many sources (in completion order); 0 = one
   // commit at the end.
   int64_t commit_every = 0;

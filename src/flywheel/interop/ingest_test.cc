@@ -144,15 +144,27 @@ TEST_F(IngestTest, NestedParquetBecomesFlatColumnsAndJsonText) {
 TEST_F(IngestTest, BadSourcesFailSkipOrQuarantine) {
   const std::string good = kDir + "/flat_snappy.parquet";
   const std::string bad = Damaged("flat_zstd");
-  // fail: an error naming the file, and no new version.
+  // fail: an error naming the file, and no new version; the table this
+  // ingest would have created does not exist afterwards
+  // (FailedIngestIntoANewTableLeavesNoTable).
   auto r = Ingest(Options({good, bad}));
   ASSERT_FALSE(r.ok());
   EXPECT_NE(std::string(r.status().message()).find("flat_zstd_damaged.parquet"), std::string::npos) << r.status();
-  EXPECT_NE(std::string(r.status().message()).find("nothing was committed"), std::string::npos) << r.status();
+  EXPECT_NE(std::string(r.status().message()).find("nothing was committed and the new table was removed"),
+            std::string::npos)
+      << r.status();
+  EXPECT_FALSE(fs::exists(table_));
+  // Into an existing table: it stays at its last commit.
+  ASSERT_TRUE(Ingest(Options({good})).ok());
+  r = Ingest(Options({good, bad}));
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(std::string(r.status().message()).find("nothing was committed; the table is at its last commit"),
+            std::string::npos)
+      << r.status();
   auto t = Open();
   ASSERT_TRUE(t);
-  EXPECT_EQ(t->version(), 1);
-  EXPECT_EQ(t->num_rows(), 0);
+  EXPECT_EQ(t->version(), 2);
+  EXPECT_EQ(t->num_rows(), ExpectedRows("flat_snappy"));
   // skip: the good file lands, the bad one is recorded.
   IngestOptions o = Options({good, bad});
   o.on_error = OnError::kSkip;
@@ -162,7 +174,7 @@ TEST_F(IngestTest, BadSourcesFailSkipOrQuarantine) {
   EXPECT_EQ(r->rows, ExpectedRows("flat_snappy"));
   EXPECT_FALSE(r->sources[1].error.empty());
   t = Open();
-  EXPECT_EQ(t->num_rows(), ExpectedRows("flat_snappy"));
+  EXPECT_EQ(t->num_rows(), 2 * ExpectedRows("flat_snappy"));
   const json skipped = json::parse(t->manifest().operation.properties.at("ingest.skipped"));
   ASSERT_EQ(skipped.size(), 1u);
   EXPECT_NE(skipped[0]["path"].get<std::string>().find("damaged"), std::string::npos);

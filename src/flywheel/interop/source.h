@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <map>
+#include <vector>
 #include <optional>
 #include <string>
 
@@ -31,6 +32,9 @@ class RecordBatchReader {
   // their table type (Parquet dates, timestamps, decimals; see
   // parquet/convert.h LogicalTypeTags). Empty for most sources.
   virtual std::map<std::string, std::string> logical_types() const { return {}; }
+  // Entries of the source refused and left out so far (WebDataset entries
+  // under skip_bad_entries), each "where: why". Empty for most sources.
+  virtual std::vector<std::string> skipped_entries() const { return {}; }
 };
 
 }  // namespace flywheel::interop

@@ -8,10 +8,12 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cctype>
 #include <cerrno>
 #include <cstring>
 #include <random>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 
 namespace flywheel::io {
@@ -351,10 +353,110 @@ Result<bool> FileSystem::Exists(const std::string& path) {
   return st.status();
 }
 
+namespace {
+
+// PosixFs behind LocalPath: what every caller of PosixFileSystem() gets.
+class LocalFs final : public FileSystem {
+ public:
+  explicit LocalFs(PosixOptions options) : fs_(options) {}
+
+  Result<std::shared_ptr<RandomAccessFile>> OpenRead(const std::string& path, const OpenOptions& options) override {
+    FW_ASSIGN_OR_RETURN(const std::string p, LocalPath(path));
+    return fs_.OpenRead(p, options);
+  }
+  Result<std::string> ReadFile(const std::string& path) override {
+    FW_ASSIGN_OR_RETURN(const std::string p, LocalPath(path));
+    return fs_.ReadFile(p);
+  }
+  Result<std::unique_ptr<WritableFile>> NewWritable(const std::string& path) override {
+    FW_ASSIGN_OR_RETURN(const std::string p, LocalPath(path));
+    return fs_.NewWritable(p);
+  }
+  Status PutIfAbsent(const std::string& path, std::string_view data) override {
+    FW_ASSIGN_OR_RETURN(const std::string p, LocalPath(path));
+    return fs_.PutIfAbsent(p, data);
+  }
+  Status Put(const std::string& path, std::string_view data) override {
+    FW_ASSIGN_OR_RETURN(const std::string p, LocalPath(path));
+    return fs_.Put(p, data);
+  }
+  Status Replace(const std::string& path, std::string_view data) override {
+    FW_ASSIGN_OR_RETURN(const std::string p, LocalPath(path));
+    return fs_.Replace(p, data);
+  }
+  Result<std::vector<FileInfo>> List(const std::string& dir) override {
+    FW_ASSIGN_OR_RETURN(const std::string p, LocalPath(dir));
+    return fs_.List(p);
+  }
+  Result<FileInfo> Stat(const std::string& path) override {
+    FW_ASSIGN_OR_RETURN(const std::string p, LocalPath(path));
+    return fs_.Stat(p);
+  }
+  Status Delete(const std::string& path) override {
+    FW_ASSIGN_OR_RETURN(const std::string p, LocalPath(path));
+    return fs_.Delete(p);
+  }
+  Status CreateDirs(const std::string& dir) override {
+    FW_ASSIGN_OR_RETURN(const std::string p, LocalPath(dir));
+    return fs_.CreateDirs(p);
+  }
+
+ private:
+  PosixFs fs_;
+};
+
+int HexValue(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+}  // namespace
+
+Result<std::string> LocalPath(std::string_view location) {
+  // RFC 3986 scheme: ALPHA *( ALPHA / DIGIT / "+" / "-" / "." ), then "://".
+  size_t i = 0;
+  if (location.empty() || !std::isalpha(static_cast<unsigned char>(location[0]))) return std::string(location);
+  while (i < location.size() && (std::isalnum(static_cast<unsigned char>(location[i])) || location[i] == '+' ||
+                                 location[i] == '-' || location[i] == '.')) {
+    ++i;
+  }
+  if (location.substr(i, 3) != "://") return std::string(location);
+  std::string scheme(location.substr(0, i));
+  std::transform(scheme.begin(), scheme.end(), scheme.begin(), [](unsigned char c) { return std::tolower(c); });
+  if (scheme != "file") {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "'", AsAbsl(location), "': ", scheme,
+        ":// locations are not supported (flywheel reads and writes local paths and file:// URIs); "
+        "nothing was written"));
+  }
+  std::string_view rest = location.substr(i + 3);
+  if (absl::StartsWith(AsAbsl(rest), "localhost/")) rest.remove_prefix(9);
+  if (rest.empty() || rest[0] != '/') {
+    return absl::InvalidArgumentError(absl::StrCat("'", AsAbsl(location),
+                                                   "': a file:// URI must name an absolute local path "
+                                                   "(file:///path or file://localhost/path)"));
+  }
+  std::string path;
+  for (size_t k = 0; k < rest.size(); ++k) {
+    if (rest[k] == '%' && k + 2 < rest.size() && HexValue(rest[k + 1]) >= 0 && HexValue(rest[k + 2]) >= 0) {
+      const char c = static_cast<char>(HexValue(rest[k + 1]) * 16 + HexValue(rest[k + 2]));
+      if (c == '\0') {
+        return absl::InvalidArgumentError(absl::StrCat("'", AsAbsl(location), "': %00 in a file:// URI"));
+      }
+      path.push_back(c);
+      k += 2;
+    } else {
+      path.push_back(rest[k]);
+    }
+  }
+  return path;
+}
+
 std::shared_ptr<FileSystem> PosixFileSystem(const PosixOptions& options) {
-  static const std::shared_ptr<FileSystem> synced = std::make_shared<PosixFs>(PosixOptions{true});
-  static const std::shared_ptr<FileSystem> unsynced =
-      std::make_shared<PosixFs>(PosixOptions{false});
+  static const std::shared_ptr<FileSystem> synced = std::make_shared<LocalFs>(PosixOptions{true});
+  static const std::shared_ptr<FileSystem> unsynced = std::make_shared<LocalFs>(PosixOptions{false});
   return options.sync ? synced : unsynced;
 }
 

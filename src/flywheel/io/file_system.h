@@ -106,8 +106,17 @@ struct PosixOptions {
   bool sync = true;
 };
 
-// The local file system. One shared instance per distinct options.
+// The local file system. One shared instance per distinct options. Every
+// path goes through LocalPath first: `file:///abs` names /abs, and a path with
+// any other scheme (`s3://`, `gs://`, `hdfs://`...) is refused rather than
+// becoming a local folder named `s3:`.
 std::shared_ptr<FileSystem> PosixFileSystem(const PosixOptions& options = {});
+
+// The local path a user-given location names: itself when it has no URI
+// scheme, the decoded path of a `file:` URI (`file:///data/t`,
+// `file://localhost/data/t`). InvalidArgument naming the location for a
+// scheme flywheel does not serve, and for `file://` with another host.
+Result<std::string> LocalPath(std::string_view location);
 
 // A read-only file over bytes in memory (tests, fuzzing, decoded buffers).
 std::shared_ptr<RandomAccessFile> NewMemoryFile(std::string path, std::string data);

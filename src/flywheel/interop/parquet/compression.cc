@@ -5,8 +5,10 @@
 #include <lz4.h>
 #include <snappy.h>
 #include <zlib.h>
+#define ZSTD_STATIC_LINKING_ONLY  // ZSTD_decompressBound (exported by libzstd 1.4.10+)
 #include <zstd.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
@@ -102,7 +104,88 @@ Status Lz4Raw(CompressionCodec codec, const uint8_t* src, size_t n, uint8_t* dst
   return absl::OkStatus();
 }
 
+// Incremental BROTLI decode into `out`, growing it as bytes come, never past
+// `claimed`.
+Status BrotliBounded(const uint8_t* src, size_t n, size_t claimed, std::vector<uint8_t>* out) {
+  BrotliDecoderState* st = BrotliDecoderCreateInstance(nullptr, nullptr, nullptr);
+  if (st == nullptr) return absl::ResourceExhaustedError("brotli: cannot create a decoder");
+  size_t avail_in = n;
+  const uint8_t* next_in = src;
+  size_t produced = 0;
+  out->resize(std::min<size_t>(claimed, std::max<size_t>(n * 4, 4096)));
+  Status s;
+  while (true) {
+    size_t avail_out = out->size() - produced;
+    uint8_t* next_out = out->data() + produced;
+    const BrotliDecoderResult r =
+        BrotliDecoderDecompressStream(st, &avail_in, &next_in, &avail_out, &next_out, nullptr);
+    produced = static_cast<size_t>(next_out - out->data());
+    if (r == BROTLI_DECODER_RESULT_SUCCESS) break;
+    if (r == BROTLI_DECODER_RESULT_NEEDS_MORE_OUTPUT) {
+      if (out->size() >= claimed) {
+        s = absl::DataLossError(absl::StrCat("BROTLI data decodes to more than the ", claimed,
+                                             " bytes the page header says"));
+        break;
+      }
+      out->resize(std::min(claimed, std::max<size_t>(out->size() * 2, 4096)));
+      continue;
+    }
+    s = Corrupt(CompressionCodec::kBrotli, r == BROTLI_DECODER_RESULT_NEEDS_MORE_INPUT ? "truncated" : "malformed stream");
+    break;
+  }
+  BrotliDecoderDestroyInstance(st);
+  FW_RETURN_IF_ERROR(s);
+  if (produced != claimed) return SizeMismatch(CompressionCodec::kBrotli, produced, claimed);
+  out->resize(produced);
+  return absl::OkStatus();
+}
+
 }  // namespace
+
+Status DecompressPage(CompressionCodec codec, const uint8_t* src, size_t n, int64_t claimed,
+                      std::vector<uint8_t>* out) {
+  if (claimed < 0) return absl::DataLossError(absl::StrCat("the page header claims ", claimed, " decoded bytes"));
+  const uint64_t want = static_cast<uint64_t>(claimed);
+  uint64_t most = 0;  // what n stored bytes can decode to
+  switch (codec) {
+    case CompressionCodec::kUncompressed:
+      most = n;
+      if (want != n) return SizeMismatch(codec, n, want);
+      break;
+    case CompressionCodec::kSnappy: {
+      size_t len = 0;
+      if (!snappy::GetUncompressedLength(reinterpret_cast<const char*>(src), n, &len)) {
+        return Corrupt(codec, "bad length preamble");
+      }
+      if (len != want) return SizeMismatch(codec, len, want);
+      most = len;
+      break;
+    }
+    case CompressionCodec::kGzip:
+      most = uint64_t{n} * 1032 + 1024;
+      break;
+    case CompressionCodec::kZstd: {
+      const unsigned long long bound = ZSTD_decompressBound(src, n);
+      if (bound == ZSTD_CONTENTSIZE_ERROR) return Corrupt(codec, "not a zstd frame");
+      most = bound;
+      break;
+    }
+    case CompressionCodec::kLz4:
+    case CompressionCodec::kLz4Raw:
+      most = uint64_t{n} * 255 + 64;
+      break;
+    case CompressionCodec::kBrotli:
+      return BrotliBounded(src, n, static_cast<size_t>(want), out);
+    case CompressionCodec::kLzo:
+      return absl::UnimplementedError("LZO-compressed Parquet pages are not supported");
+  }
+  if (want > most) {
+    return absl::DataLossError(absl::StrCat("the page header claims ", want, " decoded bytes; ", n, " bytes of ",
+                                            AsAbsl(CodecName(codec)), " data decode to at most ", most));
+  }
+  out->resize(static_cast<size_t>(want));
+  return Decompress(codec, src, n, out->data(), out->size());
+}
 
 std::string_view CodecName(CompressionCodec codec) {
   switch (codec) {

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "flywheel/base/status.h"
 #include "flywheel/interop/parquet/metadata.h"
@@ -27,6 +28,16 @@ Result<CompressionCodec> ParseWritableCodec(std::string_view name);
 // different size.
 Status Decompress(CompressionCodec codec, const uint8_t* src, size_t n, uint8_t* dst,
                   size_t dst_size);
+
+// Decompresses a page whose header claims `claimed` decoded bytes into
+// `out` (resized to exactly that), refusing a claim the stored bytes cannot
+// justify before allocating anything for it: UNCOMPRESSED must be equal,
+// SNAPPY's length preamble must agree, ZSTD must be within
+// ZSTD_decompressBound, GZIP within deflate's 1032:1 and LZ4 within 255:1.
+// BROTLI, whose ratio has no useful bound, is decoded incrementally, so
+// memory follows the bytes it really produces. DataLoss naming the claim.
+Status DecompressPage(CompressionCodec codec, const uint8_t* src, size_t n, int64_t claimed,
+                      std::vector<uint8_t>* out);
 
 // Appends the compressed form of [src, src + n) to `out` (LZ4: LZ4_RAW only;
 // the writer never emits the deprecated framing). level < 0: the codec's

@@ -424,6 +424,7 @@ Result<std::vector<format::Column>> ToTableColumns(const Field& field, Array arr
 Result<std::unique_ptr<interop::RecordBatchReader>> OpenParquetSource(const std::string& path,
                                                                       const SourceOptions& options) {
   FW_ASSIGN_OR_RETURN(auto r, ParquetReader::Open(path));
+  r->set_verify_page_crc(options.verify_page_crc);
   std::vector<const Field*> fields;
   if (options.columns.empty()) {
     for (const Field& f : r->fields()) fields.push_back(&f);

@@ -44,6 +44,8 @@ Result<ValueType> ParseLogicalTypeTag(std::string_view tag);
 
 struct SourceOptions {
   std::vector<std::string> columns;  // top-level Parquet fields; empty = all
+  // Verify page CRCs where pages carry one (ParquetReader::set_verify_page_crc).
+  bool verify_page_crc = true;
 };
 
 // Reads one row group per batch.

@@ -1,5 +1,7 @@
 #include "flywheel/interop/parquet/reader.h"
 
+#include <zlib.h>
+
 #include <algorithm>
 #include <atomic>
 #include <cstring>
@@ -373,6 +375,7 @@ class ReaderImpl final : public ParquetReader {
   Status Init();
 
   const FileMetaData& metadata() const override { return meta_; }
+  void set_verify_page_crc(bool verify) override { verify_crc_ = verify; }
   const std::vector<Field>& fields() const override { return fields_; }
   int64_t num_rows() const override { return meta_.num_rows; }
   int num_row_groups() const override { return static_cast<int>(meta_.row_groups.size()); }
@@ -400,6 +403,7 @@ class ReaderImpl final : public ParquetReader {
   std::string name_;
   FileMetaData meta_;
   uint64_t data_end_;  // first byte of the footer
+  bool verify_crc_ = true;
   std::vector<SNode> nodes_;
   std::vector<int> leaf_nodes_;  // leaf index -> node
   std::vector<uint8_t> leaf_utf8_;  // leaf index -> its values must be UTF-8
@@ -676,9 +680,7 @@ Status ReaderImpl::DecodePage(int leaf, CompressionCodec codec, const PageHeader
     const int64_t values_uncompressed = uncompressed - static_cast<int64_t>(level_bytes);
     if (values_uncompressed < 0) return absl::DataLossError("level lengths exceed the uncompressed page size");
     if (v.is_compressed && codec != CompressionCodec::kUncompressed) {
-      scratch->resize(static_cast<size_t>(values_uncompressed));
-      FW_RETURN_IF_ERROR(Decompress(codec, body + level_bytes, len - level_bytes, scratch->data(),
-                                    scratch->size()));
+      FW_RETURN_IF_ERROR(DecompressPage(codec, body + level_bytes, len - level_bytes, values_uncompressed, scratch));
       data = scratch->data();
       size = scratch->size();
     } else {
@@ -908,6 +910,15 @@ Status ReaderImpl::ReadLeaf(int row_group, int leaf, LeafData* out) const {
     }
     const uint8_t* body = chunk + pos + consumed;
     const size_t len = static_cast<size_t>(h.compressed_page_size);
+    if (h.crc && verify_crc_) {
+      const uint32_t got = static_cast<uint32_t>(crc32(0L, body, static_cast<uInt>(len)));
+      if (got != static_cast<uint32_t>(*h.crc)) {
+        return absl::DataLossError(absl::StrCat(ctx(), ": page CRC mismatch (the header says ",
+                                                absl::Hex(static_cast<uint32_t>(*h.crc), absl::kZeroPad8),
+                                                ", the ", len, " page bytes give ", absl::Hex(got, absl::kZeroPad8),
+                                                "); the file is corrupt"));
+      }
+    }
     pos += consumed + len;
     ++page;
     if (h.type == PageType::kIndexPage) continue;
@@ -918,8 +929,7 @@ Status ReaderImpl::ReadLeaf(int row_group, int leaf, LeafData* out) const {
       if (h.uncompressed_page_size < 0 || h.uncompressed_page_size > kMaxPageBytes) {
         return absl::DataLossError(absl::StrCat(ctx(), ": uncompressed size ", h.uncompressed_page_size, " out of range"));
       }
-      page_buf.resize(static_cast<size_t>(h.uncompressed_page_size));
-      FW_RETURN_IF_ERROR_CTX(Decompress(m.codec, body, len, page_buf.data(), page_buf.size()), ctx());
+      FW_RETURN_IF_ERROR_CTX(DecompressPage(m.codec, body, len, h.uncompressed_page_size, &page_buf), ctx());
       if (d.encoding != Encoding::kPlain && d.encoding != Encoding::kPlainDictionary) {
         return absl::DataLossError(absl::StrCat(ctx(), ": dictionary in encoding ", static_cast<int>(d.encoding)));
       }
@@ -949,8 +959,7 @@ Status ReaderImpl::ReadLeaf(int row_group, int leaf, LeafData* out) const {
       if (h.uncompressed_page_size < 0 || h.uncompressed_page_size > kMaxPageBytes) {
         return absl::DataLossError(absl::StrCat(ctx(), ": uncompressed size ", h.uncompressed_page_size, " out of range"));
       }
-      page_buf.resize(static_cast<size_t>(h.uncompressed_page_size));
-      FW_RETURN_IF_ERROR_CTX(Decompress(m.codec, body, len, page_buf.data(), page_buf.size()), ctx());
+      FW_RETURN_IF_ERROR_CTX(DecompressPage(m.codec, body, len, h.uncompressed_page_size, &page_buf), ctx());
       data = page_buf.data();
       data_len = page_buf.size();
     }

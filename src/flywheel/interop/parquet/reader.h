@@ -101,6 +101,10 @@ class ParquetReader {
   virtual ~ParquetReader() = default;
 
   virtual const FileMetaData& metadata() const = 0;
+  // Page CRCs (the optional PageHeader.crc: CRC-32 of the page's bytes as
+  // stored, after its header) are verified where a page has one, the
+  // default; false skips the check. Pages without a CRC cannot be checked.
+  virtual void set_verify_page_crc(bool verify) = 0;
   virtual const std::vector<Field>& fields() const = 0;  // top-level fields
   virtual int64_t num_rows() const = 0;
   virtual int num_row_groups() const = 0;

@@ -1,5 +1,7 @@
 #include "flywheel/interop/parquet/writer.h"
 
+#include <zlib.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -736,6 +738,10 @@ Status ChunkEncoder::AddPage(PageType type, const std::string& raw, int32_t num_
   h.type = type;
   h.uncompressed_page_size = static_cast<int32_t>(raw.size());
   h.compressed_page_size = static_cast<int32_t>(body.size());
+  // The page CRC (CRC-32, as gzip's, of the page bytes after the header):
+  // readers that check it (flywheel, parquet-mr, Arrow) catch corruption.
+  h.crc = static_cast<int32_t>(
+      static_cast<uint32_t>(crc32(0L, reinterpret_cast<const Bytef*>(body.data()), static_cast<uInt>(body.size()))));
   if (type == PageType::kDictionaryPage) {
     h.dictionary_page_header = DictionaryPageHeader{num_values, encoding, std::nullopt};
   } else {

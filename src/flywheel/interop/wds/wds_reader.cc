@@ -224,7 +224,7 @@ class WdsReaderImpl final : public WdsReader {
   }
 
   const format::Schema& schema() const override { return schema_; }
-  const std::vector<std::string>& skipped_entries() const override { return skipped_; }
+  std::vector<std::string> skipped_entries() const override { return skipped_; }
   int64_t bytes_read() const override {
     return tar_ ? static_cast<int64_t>(tar_->input_bytes()) : 0;
   }

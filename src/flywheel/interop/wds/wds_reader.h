@@ -38,11 +38,9 @@ struct WdsReadOptions {
   bool skip_bad_entries = false;
 };
 
-class WdsReader : public RecordBatchReader {
- public:
-  // Entries refused and skipped (skip_bad_entries), with why.
-  virtual const std::vector<std::string>& skipped_entries() const = 0;
-};
+// skipped_entries() lists the entries refused and skipped (skip_bad_entries),
+// each "tar entry N 'name' at offset O: why".
+class WdsReader : public RecordBatchReader {};
 
 // `path` is a .tar, .tar.gz or .tgz (gzip is detected from its magic bytes).
 Result<std::unique_ptr<WdsReader>> OpenWebDataset(const std::string& path, const WdsReadOptions& options);
