@@ -123,7 +123,7 @@ def test_negative_and_zero_cli_numbers_are_refused_naming_the_flag(tmp_path):
     t = tmp_path / "t"
     assert fw("ingest", src, t).returncode == 0
     for args, flag in [(["table", "tag", t, "v", "--version", "-3"], "--version"),
-                       (["table", "head", t, "-n", "-5"], "-n"),
+                       (["table", "head", t, "-n", "-5"], "--rows: must be at least 0, got -5"),
                        (["table", "head", t, "--version", "0"], "--version"),
                        (["ingest", src, tmp_path / "u", "--threads", "-1"], "--threads"),
                        (["table", "create", tmp_path / "c", "--schema", "id:int64", "--page-size", "0"], "--page-size"),

@@ -180,7 +180,7 @@ void AddCatalogCommands(CLI::App& app, int* rc) {
         ->required();
     cmd->add_flag("--json", *as_json, "JSON instead of text");
     cmd->add_flag("--dot", *as_dot, "Graphviz dot instead of text");
-    cmd->add_option("--depth", *depth, "Follow at most this many runs")->capture_default_str()->check(CLI::NonNegativeNumber);
+    cmd->add_option("--depth", *depth, "Follow at most this many runs")->capture_default_str()->check(AtLeast(0));
     cmd->callback([=] {
       auto c = RequireCatalog();
       if (!c.ok()) return void(*rc = Fail(c.status()));
@@ -288,8 +288,8 @@ void AddCatalogCommands(CLI::App& app, int* rc) {
     auto after = std::make_shared<int64_t>(0);
     auto limit = std::make_shared<int64_t>(100);
     auto ljson = std::make_shared<bool>(false);
-    log->add_option("--after", *after, "Only events after this sequence number")->capture_default_str()->check(CLI::NonNegativeNumber);
-    log->add_option("--limit", *limit, "At most this many events")->capture_default_str()->check(CLI::PositiveNumber);
+    log->add_option("--after", *after, "Only events after this sequence number")->capture_default_str()->check(AtLeast(0));
+    log->add_option("--limit", *limit, "At most this many events")->capture_default_str()->check(AtLeast(1));
     log->add_flag("--json", *ljson, "JSON lines instead of text");
     log->callback([=] {
       auto c = RequireCatalog();
@@ -362,8 +362,8 @@ void AddCatalogCommands(CLI::App& app, int* rc) {
     auto versions = std::make_shared<int64_t>(0);
     auto days = std::make_shared<int64_t>(0);
     set->add_option("DATASET", *ds, "namespace/table")->required();
-    set->add_option("--keep-versions", *versions, "Newest versions to keep (tagged ones are always kept)")->check(CLI::PositiveNumber);
-    set->add_option("--keep-days", *days, "Keep versions younger than this many days")->check(CLI::NonNegativeNumber);
+    set->add_option("--keep-versions", *versions, "Newest versions to keep (tagged ones are always kept)")->check(AtLeast(1));
+    set->add_option("--keep-days", *days, "Keep versions younger than this many days")->check(AtLeast(0));
     set->callback([=] {
       auto c = RequireCatalog();
       if (!c.ok()) return void(*rc = Fail(c.status()));

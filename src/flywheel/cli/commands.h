@@ -8,6 +8,10 @@ namespace flywheel::cli {
 
 // Each group adds its subcommands to `app`. A subcommand's callback sets the
 // process exit code through `exit_code`.
+// An integer option's check: at least `min`, with a plain message
+// ("--rows: must be at least 0, got -5"); bad values exit 2 (main.cc).
+CLI::Validator AtLeast(long long min);
+
 void AddTableCommands(CLI::App& app, int* exit_code);
 // `flywheel replay ...` (builds with the gRPC service only).
 void AddReplayCommands(CLI::App& app, int* exit_code);

@@ -1,5 +1,10 @@
 #include "flywheel/cli/common.h"
 
+#include <cerrno>
+#include <cstdlib>
+
+#include "flywheel/cli/commands.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -114,6 +119,19 @@ void RecordTableWrite(const std::string& job_type, const table::Table& after, in
   if (!s.ok()) {
     FW_LOG(WARNING) << "catalog: recording the " << job_type << " of " << after.uri() << ": " << s.message();
   }
+}
+
+CLI::Validator AtLeast(long long min) {
+  return CLI::Validator(
+      [min](std::string& text) -> std::string {
+        errno = 0;
+        char* end = nullptr;
+        const long long v = std::strtoll(text.c_str(), &end, 10);
+        if (end == text.c_str() || *end != '\0' || errno == ERANGE) return "'" + text + "' is not an integer";
+        if (v < min) return "must be at least " + std::to_string(min) + ", got " + text;
+        return std::string();
+      },
+      ">=" + std::to_string(min));
 }
 
 }  // namespace flywheel::cli

@@ -401,8 +401,8 @@ void AddDoctorCommand(CLI::App& app, int* rc) {
                   "Run a loader over this table (path or dataset) and analyse it; with --scrape, the table\n"
                   "label to analyse");
   cmd->add_option("--columns", a->columns, "Columns to load, comma separated (default: all)")->delimiter(',');
-  cmd->add_option("--batch-size", a->batch_size, "Rows per batch (default 256)")->check(CLI::PositiveNumber);
-  cmd->add_option("--num-threads", a->num_threads, "Loader worker threads (default 2)")->check(CLI::PositiveNumber);
+  cmd->add_option("--batch-size", a->batch_size, "Rows per batch (default 256)")->check(AtLeast(1));
+  cmd->add_option("--num-threads", a->num_threads, "Loader worker threads (default 2)")->check(AtLeast(1));
   cmd->add_flag("--shuffle,!--no-shuffle", a->shuffle, "Shuffled order (default) or table order");
   cmd->add_option("--scrape", a->scrape,
                   "A running job's Prometheus endpoint (http://127.0.0.1:PORT/metrics): analyse its loader\n"

@@ -110,13 +110,13 @@ void AddIngestCommands(CLI::App& app, int* rc) {
   cmd->add_option("--type", *types, "JSONL/CSV: override one inferred type, NAME=TYPE (repeatable)");
   cmd->add_option("--columns", *columns, "Keep only these top-level columns, comma separated");
   cmd->add_option("--threads", *threads, "Sources read at once (default: the number of CPUs)")
-      ->check(CLI::PositiveNumber);
+      ->check(AtLeast(1));
   cmd->add_option("--on-error", *on_error,
                   "fail: stop at the first bad source, commit nothing; skip: leave bad sources out;\n"
                   "quarantine: skip and copy them to TABLE/_quarantine/")
       ->capture_default_str();
   cmd->add_option("--commit-every", *commit_every, "Commit after every N sources (default: one commit at the end)")
-      ->check(CLI::PositiveNumber);
+      ->check(AtLeast(1));
   cmd->add_option("--delimiter", *delimiter, "CSV field delimiter (\\t for tabs; .tsv files use tabs)")
       ->capture_default_str();
   cmd->add_flag("--no-header", *no_header, "CSV files have no header row (fields are named f0, f1, ...)");

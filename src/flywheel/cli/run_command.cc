@@ -869,9 +869,9 @@ void AddRunCommand(CLI::App& app, int* rc) {
   cmd->add_option("--python", a->python, "Python interpreter for the learner (default $FLYWHEEL_PYTHON, else the python3 beside this executable, else the one flywheel was built for)");
   cmd->add_option("--role", a->role, "all (default), head (server + learner) or actor; set from the rank under mpirun");
   cmd->add_option("--address", a->address, "Server address for --role actor");
-  cmd->add_option("--actor-id", a->actor_id, "Actor index for --role actor")->check(CLI::NonNegativeNumber);
+  cmd->add_option("--actor-id", a->actor_id, "Actor index for --role actor")->check(AtLeast(0));
   cmd->add_option("--restart", a->restart, "Restart count (set by the supervisor; varies the seeds)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(AtLeast(0));
   cmd->callback([a, rc] { *rc = Run(*a); });
 }
 

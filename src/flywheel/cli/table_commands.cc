@@ -75,7 +75,7 @@ Result<std::map<std::string, std::string>> ParseProperties(const std::vector<std
 }
 
 void AddVersionFlags(CLI::App* cmd, Common* c) {
-  cmd->add_option("--version", c->version, "Read this version (default: latest)")->check(CLI::PositiveNumber);
+  cmd->add_option("--version", c->version, "Read this version (default: latest)")->check(AtLeast(1));
   cmd->add_option("--tag", c->tag, "Read the version this tag names");
 }
 
@@ -101,7 +101,7 @@ void AddTableCommands(CLI::App& app, int* rc) {
     cmd->add_option("--codec", *codec, "Page codec of every data file the table gets: none, lz4, zstd")
         ->capture_default_str();
     cmd->add_option("--page-size", *page_size, "Target page size in bytes (default 262144)")
-        ->check(CLI::PositiveNumber);
+        ->check(AtLeast(1));
     cmd->callback([=] {
       auto s = format::Schema::Parse(*schema);
       if (!s.ok()) return void(*rc = Fail(s.status()));
@@ -202,7 +202,7 @@ void AddTableCommands(CLI::App& app, int* rc) {
     auto columns = std::make_shared<std::vector<std::string>>();
     auto as_json = std::make_shared<bool>(false);
     cmd->add_option("path", c->path, "Table directory")->required();
-    cmd->add_option("-n,--rows", *n, "Number of rows")->capture_default_str()->check(CLI::NonNegativeNumber);
+    cmd->add_option("-n,--rows", *n, "Number of rows")->capture_default_str()->check(AtLeast(0));
     cmd->add_option("--columns", *columns, "Columns to print (default: all)")->delimiter(',');
     cmd->add_flag("--json", *as_json, "Print JSON lines instead of a text table");
     AddVersionFlags(cmd, c.get());
@@ -276,7 +276,7 @@ void AddTableCommands(CLI::App& app, int* rc) {
     auto del = std::make_shared<bool>(false);
     cmd->add_option("path", *path, "Table directory")->required();
     cmd->add_option("name", *name, "Tag name (letters, digits, - _ .)")->required();
-    cmd->add_option("--version", *version, "Version to tag (default: latest)")->check(CLI::PositiveNumber);
+    cmd->add_option("--version", *version, "Version to tag (default: latest)")->check(AtLeast(1));
     cmd->add_flag("-d,--delete", *del, "Remove the tag instead");
     cmd->callback([=] {
       auto t = OpenNamedTable(*path);
@@ -304,7 +304,7 @@ void AddTableCommands(CLI::App& app, int* rc) {
     auto* w = cmd->add_option("--where", *where, "Predicate 'column OP value', OP in == != < <= > >=");
     auto* r = cmd->add_option("--rows", *rows, "Row indices of the latest version, comma separated")
                   ->delimiter(',')
-                  ->check(CLI::NonNegativeNumber);
+                  ->check(AtLeast(0));
     w->excludes(r);
     cmd->callback([=] {
       if (where->empty() && rows->empty()) {

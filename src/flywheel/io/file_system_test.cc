@@ -99,6 +99,32 @@ TEST(PathTest, JoinPath) {
   EXPECT_EQ(JoinPath("", "b"), "b");
 }
 
+// Scheme URIs never become local folders named "s3:" (hostile-input issue, item 1).
+TEST(PathTest, SchemeUrisAreRefusedAndFileUrisNameLocalPaths) {
+  EXPECT_EQ(*LocalPath("data/t"), "data/t");
+  EXPECT_EQ(*LocalPath("/abs/t"), "/abs/t");
+  EXPECT_EQ(*LocalPath("file:///abs/t"), "/abs/t");
+  EXPECT_EQ(*LocalPath("FILE://localhost/abs/t"), "/abs/t");
+  EXPECT_EQ(*LocalPath("file:///a%20b/%C3%A9"), "/a b/\xC3\xA9");
+  EXPECT_EQ(*LocalPath("weird:name/x"), "weird:name/x");  // no "://": a local name
+  for (const char* uri : {"s3://bucket/t", "gs://b/t", "hdfs://nn/t", "S3://B/t", "az+blob://x/y"}) {
+    auto r = LocalPath(uri);
+    ASSERT_FALSE(r.ok()) << uri;
+    EXPECT_TRUE(absl::IsInvalidArgument(r.status()));
+    EXPECT_NE(std::string(r.status().message()).find(uri), std::string::npos) << r.status();
+  }
+  EXPECT_FALSE(LocalPath("file://otherhost/t").ok());
+  EXPECT_FALSE(LocalPath("file:///a%00b").ok());
+  // Every PosixFileSystem call refuses them before touching the disk.
+  TempDir tmp("fw_scheme");
+  auto fs = PosixFileSystem();
+  EXPECT_TRUE(absl::IsInvalidArgument(fs->CreateDirs("s3://bucket/t/_versions")));
+  EXPECT_TRUE(absl::IsInvalidArgument(fs->PutIfAbsent("s3://bucket/t/x", "data")));
+  EXPECT_FALSE(fs->Exists("s3:").value_or(true));
+  ASSERT_TRUE(fs->PutIfAbsent("file://" + tmp.path() + "/via_uri", "ok").ok());
+  EXPECT_EQ(*fs->ReadFile(tmp.path() + "/via_uri"), "ok");
+}
+
 TEST(MemoryFileTest, ReadsAndBoundsChecks) {
   auto f = NewMemoryFile("mem", "hello");
   char buf[3];
