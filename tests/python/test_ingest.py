@@ -114,7 +114,7 @@ def test_ingest_on_error_policies(tmp_path):
     table = str(tmp_path / "t")
     with pytest.raises(Exception, match="damaged.parquet"):
         flywheel.ingest([pq("flat_snappy"), str(bad)], table)
-    assert flywheel.Table.open(table).num_rows == 0
+    assert not os.path.exists(table)  # the table the failed ingest would have made is not left behind
     r = flywheel.ingest([pq("flat_snappy"), str(bad)], table, on_error="quarantine")
     assert r["files_failed"] == 1
     assert [s["error"] is None for s in r["sources"]] == [True, False]
