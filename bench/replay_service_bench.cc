@@ -9,7 +9,7 @@
 // pool, so all clients of a run share one TCP connection (raw and flywheel
 // alike).
 //
-// Workloads (--benchmarks=roundtrip,oneway,latency,roundtrip_keep):
+// Workloads (--benchmarks=roundtrip,oneway,latency,roundtrip_keep,insert_log):
 //   roundtrip  Each client runs one RemoteWriter (chunk_length 1, so every
 //              item's step is one chunk sent once; max_in_flight_items
 //              --window=64) that inserts items into a Queue table (Fifo,
@@ -46,6 +46,10 @@
 //              Client::Sample(1) calls + decode, p50/p99/p99.9, interleaved
 //              with in-process Table::Sample + decode and a raw round trip
 //              (request and response of the replay messages' sizes).
+//   insert_log Insert-only items/s (--insert_log_sizes=small,large at
+//              --oneway_clients) with the write-ahead log of inserts off (the
+//              baseline) and on with sync none / interval / always; written to
+//              bench/results/replay_insert_log.json.
 //   roundtrip_keep  roundtrip again (--keep_sizes=large,large_none) after
 //              mallopt() makes malloc keep freed memory: separates the cost
 //              of page faults (very high on VMs) from the rest. Runs last,
@@ -491,10 +495,18 @@ std::shared_ptr<Table> MakeTable(const std::string& name,
   return std::shared_ptr<Table>(CheckResult(Table::Create(std::move(o)), "create table"));
 }
 
-std::unique_ptr<replay::Server> StartServer(std::shared_ptr<Table> table) {
+// With `log_dir`, the write-ahead log of inserts is on (its checkpoint_dir)
+// with sync policy `log_sync`.
+std::unique_ptr<replay::Server> StartServer(std::shared_ptr<Table> table, const std::string& log_dir = "",
+                                            const std::string& log_sync = "none") {
   replay::ServerOptions o;
   o.tables = {std::move(table)};
   o.max_message_bytes = kMaxMessageBytes;
+  if (!log_dir.empty()) {
+    o.checkpoint_dir = log_dir;
+    o.insert_log = true;
+    o.insert_log_sync = log_sync;
+  }
   return CheckResult(replay::Server::Start(std::move(o)), "start replay server");
 }
 
@@ -603,10 +615,10 @@ Point RunFlywheelRoundTrip(const Workload& w, int clients, const FlywheelOptions
 
 // Insert only: writers into a MinSize(1) table that evicts Fifo at max_size.
 Point RunFlywheelInsert(const Workload& w, int clients, const FlywheelOptions& fo,
-                        const Timing& t) {
+                        const Timing& t, const std::string& log_dir = "", const std::string& log_sync = "none") {
   auto table = MakeTable("in", replay::NewUniformSelector(1), fo.queue, 0,
                          replay::RateLimiterOptions::MinSize(1));
-  auto server = StartServer(table);
+  auto server = StartServer(table, log_dir, log_sync);
   std::vector<std::unique_ptr<replay::Client>> cl;
   for (int c = 0; c < clients; ++c)
     cl.push_back(std::make_unique<replay::Client>(server->address()));
@@ -968,6 +980,44 @@ std::pair<size_t, size_t> SampleMessageSizes(const std::string& table,
   return {req.ByteSizeLong(), resp.ByteSizeLong()};
 }
 
+// Insert-only items/s with the write-ahead log of inserts (docs/replay.md,
+// "Durability") off (the same-run baseline) and on with each sync policy:
+// none (write() only: survives kill -9), interval (fdatasync every 100 ms),
+// always (fdatasync before each acknowledgement). --insert_log_sizes,
+// --oneway_clients; bench/results/replay_insert_log.json.
+void RunInsertLog(const Flags& flags, Report& report) {
+  const Timing t{flags.Double("warmup"), flags.Double("seconds")};
+  const FlywheelOptions fo{flags.Int("window"), flags.Int("sample_batch"), flags.Int("queue"),
+                           flags.Int("sampler_cache")};
+  const std::vector<int> clients = ClientCounts(flags, "oneway_clients");
+  const std::vector<std::string> modes = {"off", "none", "interval", "always"};
+  for (const auto& size : flags.List("insert_log_sizes")) {
+    const Workload w = MakeWorkload(size);
+    for (int n : clients) {
+      std::map<std::string, Series> runs;
+      for (int64_t r = 0; r < flags.Int("repeats"); ++r) {
+        for (const auto& mode : modes) {
+          TempDir dir("/tmp", "fw_insert_log");
+          Point p = mode == "off" ? RunFlywheelInsert(w, n, fo, t)
+                                  : RunFlywheelInsert(w, n, fo, t, dir.path() + "/ckpt", mode);
+          std::printf("insert_log: %s, %d client(s), log %-8s %10.0f items/s\n", size.c_str(), n, mode.c_str(),
+                      p.items_s);
+          runs[mode].Add(p);
+        }
+      }
+      const double off = runs["off"].Best();
+      for (const auto& mode : modes) {
+        if (mode == "off") continue;
+        report.Add({absl::StrCat("insert-log/", size, "/", mode, "/c", n), "items/s", runs[mode].Best(),
+                    "the same inserts without the log", off, runs[mode].Best() / off,
+                    absl::StrFormat("sync %s; CPU/item %.1f vs %.1f us", mode, runs[mode].best.cpu_us_per_item,
+                                    runs["off"].best.cpu_us_per_item),
+                    {{"clients", n}, {"with_log", runs[mode].Json()}, {"without_log", runs["off"].Json()}}});
+      }
+    }
+  }
+}
+
 void RunLatency(const Flags& flags, EchoServer& echo, Report& report) {
   const int64_t n = flags.Int("latency_items");
   const int64_t samples = flags.Int("latency_samples");
@@ -1070,12 +1120,13 @@ int main(int argc, char** argv) {
   using namespace flywheel::bench;
   Flags flags(
       argc, argv,
-      {{"benchmarks", "roundtrip,oneway,latency,roundtrip_keep"},
+      {{"benchmarks", "roundtrip,oneway,latency,insert_log,roundtrip_keep"},
        {"sizes", "small,large,large_none"},
        {"clients", "1,2,4,8"},
        {"oneway_clients", "1,4"},
        {"oneway_sizes", "large,large_none"},
        {"oneway_directions", "insert,sample"},
+       {"insert_log_sizes", "small,large"},
        {"keep_sizes", "large,large_none"},
        {"seconds", "2"},
        {"warmup", "0.5"},
@@ -1090,7 +1141,7 @@ int main(int argc, char** argv) {
        {"verbose", "0"},
        {"peer", "1"},
        {"out", SourceDir() + "/bench/results"}},
-      "replay_service_bench [--benchmarks=roundtrip,oneway,latency] "
+      "replay_service_bench [--benchmarks=roundtrip,oneway,latency,insert_log] "
       "[--sizes=small,large,large_none]\n"
       "  [--clients=1,2,4,8] [--seconds=S] [--repeats=N] [--verbose=1] [--out=DIR]\n"
       "  [--oneway_directions=insert,sample]\n"
@@ -1098,6 +1149,9 @@ int main(int argc, char** argv) {
   Report report("replay_service",
                 "replay over loopback gRPC vs a raw gRPC bidi stream, same process");
   EchoServer echo;
+  // The insert log's cost has its own results file.
+  Report log_report("replay_insert_log", "replay inserts with the write-ahead log of inserts vs without, same run");
+  bool log_ran = false;
   for (const auto& b : flags.List("benchmarks")) {
     if (b == "roundtrip") {
       RunRoundTrip(flags, echo, report, "roundtrip", flags.List("sizes"));
@@ -1110,12 +1164,18 @@ int main(int argc, char** argv) {
       RunOneWay(flags, echo, report);
     } else if (b == "latency") {
       RunLatency(flags, echo, report);
+    } else if (b == "insert_log") {
+      RunInsertLog(flags, log_report);
+      log_ran = true;
     } else {
       std::fprintf(stderr, "replay_service_bench: unknown benchmark '%s'\n", b.c_str());
       return 2;
     }
   }
   TempDir tmp;
-  report.Write(flags.Str("out"), MachineInfo(tmp.path()), flags.ToJson());
+  if (log_ran) log_report.Write(flags.Str("out"), MachineInfo(tmp.path()), flags.ToJson());
+  if (!log_ran || flags.List("benchmarks").size() > 1) {
+    report.Write(flags.Str("out"), MachineInfo(tmp.path()), flags.ToJson());
+  }
   return 0;
 }

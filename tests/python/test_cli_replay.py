@@ -210,3 +210,37 @@ def test_serve_exposes_prometheus_metrics_and_dumps_waits_on_sigusr1(tmp_path):
         code, err = s.stop()
     assert code == 0
     assert "SIGUSR1: who waits on what" in err and "wait(s) in progress" in err, err
+
+
+@pytest.mark.parametrize("insert_log", ["none", "write", "always"])
+def test_kill_9_loses_acknowledged_items_only_without_the_insert_log(tmp_path, insert_log):
+    """150 items acknowledged, a checkpoint after the first 100, then kill -9:
+    without the insert log the restarted server has the checkpoint's 100
+    (docs/replay.md, "Durability"); with it, all 150."""
+    import numpy as np
+
+    from flywheel import _core, replay
+    if not _core.replay_service_available:
+        pytest.skip("built without the gRPC replay service")
+    cfg = tmp_path / "tables.toml"
+    cfg.write_text(f'port = 0\ncheckpoint_dir = "{tmp_path / "ckpt"}"\n[[table]]\nname = "t"\nmax_size = 1000\n')
+    s = Serve("--config", cfg, "--insert-log", insert_log)
+    with replay.Client(s.address) as client, client.writer(chunk_length=4) as w:
+        for i in range(150):
+            w.append({"obs": np.full(8, i, np.float32)})
+            w.create_item("t", 1.0, {"obs": 1}, timeout=30)
+            if i == 99:
+                w.flush(timeout=30)
+                fw("checkpoint", s.address)
+        w.flush(timeout=30)  # every item acknowledged
+    s.proc.kill()
+    s.proc.communicate(timeout=60)
+    s = Serve("--config", cfg, "--insert-log", insert_log, "--no-final-checkpoint")
+    try:
+        want = 100 if insert_log == "none" else 150
+        assert f"t ({want} items)" in s.lines[0], s.lines[0]
+        if insert_log != "none":
+            lines = [s.proc.stdout.readline().strip() for _ in range(2)]
+            assert any("50 items re-inserted" in l for l in lines), lines
+    finally:
+        s.stop()

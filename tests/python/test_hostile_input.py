@@ -86,8 +86,9 @@ def test_wide_schema_validation_is_linear(tmp_path):
     t = flywheel.Table.create(str(tmp_path / "w"), {f"c{i}": "int8" for i in range(40000)})
     took = time.perf_counter() - t0
     assert t.version == 1 and len(t.schema) == 40000
-    # 5.5 s when the duplicate-name check was quadratic; linear it is well under 2 s.
-    assert took < 2.0, took
+    # 5.5 s when the duplicate-name check was quadratic; linear, about 0.3 s
+    # (3 s leaves room for a loaded 2-core machine).
+    assert took < 3.0, took
 
 
 # ------------------------------------------- 6. skipped entries are listed

@@ -33,6 +33,7 @@ struct ServeArgs {
   std::string checkpoint_interval;
   bool no_restore = false;
   bool no_final_checkpoint = false;
+  std::string insert_log;  // empty: as configured
   std::string stats_interval = "0";
   bool example = false;
   int metrics_port = 0;  // 0: a free port; -1: no /metrics endpoint
@@ -75,10 +76,24 @@ int Serve(const ServeArgs& a) {
     options->checkpoint_interval = absl::Milliseconds(*ms);
   }
   if (a.no_restore) options->restore = false;
+  if (!a.insert_log.empty()) {
+    if (a.insert_log == "none") {
+      options->insert_log = false;
+    } else {
+      options->insert_log = true;
+      options->insert_log_sync = a.insert_log == "write" ? "none" : a.insert_log;
+      if (a.insert_log != "write" && a.insert_log != "interval" && a.insert_log != "always") {
+        return Fail(absl::InvalidArgumentError(
+            absl::StrCat("--insert-log ", a.insert_log, ": expected none, write, interval or always")));
+      }
+    }
+  }
   auto stats_ms = ParseDurationMs(a.stats_interval);
   if (!stats_ms.ok()) return Fail(Annotate(stats_ms.status(), "--stats-interval"));
 
   sigset_t stop = BlockStopSignals();
+  const bool log_on = options->insert_log;
+  const std::string log_sync = options->insert_log_sync;
   auto server = replay::Server::Start(*std::move(options));
   if (!server.ok()) return Fail(server.status());
   std::vector<std::string> names;
@@ -88,6 +103,12 @@ int Serve(const ServeArgs& a) {
   if ((*server)->restored_checkpoint() >= 0) {
     std::printf("flywheel replay: restored checkpoint %lld\n",
                 static_cast<long long>((*server)->restored_checkpoint()));
+  }
+  if (log_on) {
+    const replay::ServerStats st = (*server)->stats();
+    std::printf("flywheel replay: insert log on (sync %s); %lld items re-inserted from it, %lld bytes of torn tail left\n",
+                log_sync.c_str(), static_cast<long long>(st.items_replayed),
+                static_cast<long long>(st.log_torn_bytes));
   }
   // Prometheus /metrics and a dashboard of this process, on loopback (docs/observability.md).
   auto monitor = Monitor::Start("flywheel replay", a.metrics_port);
@@ -218,6 +239,9 @@ void AddReplayCommands(CLI::App& app, int* rc) {
                     "Write a checkpoint this often, e.g. 10m (overrides the config)");
     cmd->add_flag("--no-restore", a->no_restore, "Start empty even when the checkpoint directory has checkpoints");
     cmd->add_flag("--no-final-checkpoint", a->no_final_checkpoint, "Do not checkpoint when stopping");
+    cmd->add_option("--insert-log", a->insert_log,
+                    "Log inserts before acknowledging them so they survive kill -9: none (off), or the\n"
+                    "sync policy write (no fdatasync), interval (every 100 ms) or always (per item)");
     cmd->add_option("--stats-interval", a->stats_interval, "Print table sizes this often, e.g. 30s (0: never)")
         ->capture_default_str();
     cmd->add_flag("--example-config", a->example, "Print an example configuration and exit");

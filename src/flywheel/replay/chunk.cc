@@ -41,6 +41,15 @@ Result<ChunkRef> Chunk::FromCompressed(ChunkKey key, const format::DataType& ste
                                                    " bytes do not hold ", num_steps, " steps of ",
                                                    step_type.ToString()));
   }
+  // A chunk from the wire or a checkpoint claims num_steps; its stored bytes
+  // must be able to decode to that many, or a few bytes could make every
+  // sample allocate gigabytes (the hostile-input issue, item 4).
+  const uint64_t width = step_type.fixed_width();
+  if (width == 0 || static_cast<uint64_t>(num_steps) > format::MaxDecompressedSize(codec, compressed.size()) / width) {
+    return absl::InvalidArgumentError(absl::StrCat("chunk ", key, ": ", compressed.size(), " stored bytes of ",
+                                                   AsAbsl(format::CodecName(codec)), " cannot hold ", num_steps, " steps of ",
+                                                   step_type.ToString()));
+  }
   std::shared_ptr<Chunk> c(new Chunk());
   g_live_chunks.fetch_add(1);
   c->key_ = key;

@@ -24,6 +24,22 @@ TEST(ChunkTest, CompressesAndDecodesSlicesWithEveryCodec) {
   }
 }
 
+// A chunk whose step count its stored bytes cannot justify (from the wire or
+// a checkpoint) is refused before any sample allocates for it.
+TEST(ChunkTest, StepCountBeyondWhatTheStoredBytesCanHoldIsRefused) {
+  std::vector<float> steps(16, 1.f);
+  auto ok = Chunk::Make(1, DataType::Scalar(TypeId::kFloat32), 16, steps.data(), format::Codec::kZstd);
+  ASSERT_TRUE(ok.ok()) << ok.status();
+  const std::string& stored = (*ok)->compressed();
+  for (int64_t claim : {int64_t{1} << 40, int64_t{1} << 30}) {
+    auto lie = Chunk::FromCompressed(2, DataType::Scalar(TypeId::kFloat32), claim, format::Codec::kZstd, stored);
+    ASSERT_FALSE(lie.ok()) << claim;
+    EXPECT_NE(std::string(lie.status().message()).find("cannot hold"), std::string::npos) << lie.status();
+  }
+  // What it really holds is accepted.
+  EXPECT_TRUE(Chunk::FromCompressed(3, DataType::Scalar(TypeId::kFloat32), 16, format::Codec::kZstd, stored).ok());
+}
+
 TEST(ChunkTest, TrajectorySpansChunksAndChecksBounds) {
   std::vector<int32_t> a = {0, 1, 2, 3}, b = {4, 5, 6};
   auto ca = *Chunk::Make(1, DataType::Scalar(TypeId::kInt32), 4, a.data());

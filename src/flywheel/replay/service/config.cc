@@ -7,6 +7,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "flywheel/replay/checkpoint.h"
+#include "flywheel/replay/service/insert_log.h"
 
 namespace flywheel::replay {
 namespace {
@@ -21,6 +22,8 @@ checkpoint_dir = "replay-checkpoints"   # omit for no checkpoints
 checkpoint_interval_s = 600             # 0: only on request (and at shutdown)
 checkpoint_keep_last = 3
 restore = true                # serve the newest checkpoint in checkpoint_dir on start
+insert_log = false            # true: log inserts so acknowledged items survive kill -9
+insert_log_sync = "none"      # none | interval (fdatasync every insert_log_sync_ms) | always
 
 # Prioritized experience replay, 4 samples per insert once 1000 items are in.
 [[table]]
@@ -180,7 +183,7 @@ Result<std::shared_ptr<Table>> TableFromToml(const toml::Value& t, uint64_t seed
 Result<ServerOptions> ServerOptionsFromToml(const toml::Value& root) {
   FW_RETURN_IF_ERROR(toml::CheckKeys(root, {"host", "port", "max_message_mb", "checkpoint_dir",
                                             "checkpoint_interval_s", "checkpoint_keep_last", "restore", "seed",
-                                            "table"}));
+                                            "insert_log", "insert_log_sync", "insert_log_sync_ms", "table"}));
   ServerOptions o;
   FW_ASSIGN_OR_RETURN(std::string host, toml::GetString(root, "host", "127.0.0.1"));
   FW_ASSIGN_OR_RETURN(int64_t port, toml::GetInt(root, "port", 0));
@@ -199,6 +202,16 @@ Result<ServerOptions> ServerOptionsFromToml(const toml::Value& root) {
   if (keep < 0 || keep > 1000000) return root.Find("checkpoint_keep_last")->Error("checkpoint_keep_last must be >= 0");
   o.checkpoint_keep_last = static_cast<int>(keep);
   FW_ASSIGN_OR_RETURN(o.restore, toml::GetBool(root, "restore", true));
+  FW_ASSIGN_OR_RETURN(o.insert_log, toml::GetBool(root, "insert_log", false));
+  FW_ASSIGN_OR_RETURN(o.insert_log_sync, toml::GetString(root, "insert_log_sync", "none"));
+  if (!ParseInsertLogSync(o.insert_log_sync).ok()) {
+    return root.Find("insert_log_sync")->Error("insert_log_sync must be none, interval or always");
+  }
+  FW_ASSIGN_OR_RETURN(int64_t sync_ms, toml::GetInt(root, "insert_log_sync_ms", 100));
+  if (sync_ms < 1 || sync_ms > 3600000) {
+    return root.Find("insert_log_sync_ms")->Error("insert_log_sync_ms must be in [1, 3600000]");
+  }
+  o.insert_log_sync_interval = absl::Milliseconds(sync_ms);
   FW_ASSIGN_OR_RETURN(int64_t seed, toml::GetInt(root, "seed", 0));
   o.restore_seed = static_cast<uint64_t>(seed);
   const toml::Value* tables = root.Find("table");

@@ -15,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "flywheel/base/logging.h"
+#include "flywheel/replay/service/insert_log.h"
 #include "flywheel/replay/service/wire.h"
 #include "grpcpp/grpcpp.h"
 #include "replay.grpc.pb.h"
@@ -126,6 +127,15 @@ Status ServerOptions::Validate() const {
     return absl::InvalidArgumentError(
         absl::StrCat("max_message_bytes ", max_message_bytes, " must be in [1, 2^31-1]"));
   }
+  if (insert_log && checkpoint_dir.empty()) {
+    return absl::InvalidArgumentError("insert_log needs a checkpoint_dir (the log lives in CHECKPOINT_DIR/inserts)");
+  }
+  if (insert_log) {
+    FW_RETURN_IF_ERROR(ParseInsertLogSync(insert_log_sync).status());
+    if (insert_log_sync == "interval" && insert_log_sync_interval <= absl::ZeroDuration()) {
+      return absl::InvalidArgumentError("insert_log_sync_interval must be positive");
+    }
+  }
   if (checkpoint_keep_last < 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("checkpoint_keep_last ", checkpoint_keep_last, " must be >= 0"));
@@ -190,6 +200,47 @@ class Server::Impl final : public proto::ReplayService::Service {
       }
     }
     for (const auto& t : served_) tables_[t->name()] = t;
+    if (options_.insert_log) FW_RETURN_IF_ERROR(OpenInsertLog());
+    return absl::OkStatus();
+  }
+
+  // Re-inserts the items logged after the restored checkpoint, then opens
+  // the log for this run's inserts.
+  Status OpenInsertLog() {
+    const std::string dir = options_.checkpoint_dir + "/inserts";
+    FW_ASSIGN_OR_RETURN(const InsertLogSync sync, ParseInsertLogSync(options_.insert_log_sync));
+    int64_t present = 0, failed = 0, unknown = 0;
+    if (options_.restore) {
+      auto replayed = InsertLog::Replay(dir, restored_id_, [&](const std::string& name, Item item) -> Status {
+        auto it = tables_.find(name);
+        if (it == tables_.end()) {
+          ++unknown;
+          return absl::OkStatus();
+        }
+        Status s = it->second->Insert(item, absl::ZeroDuration());
+        // The rate limiter would make it wait (nobody samples yet): the item
+        // was acknowledged once, so it goes in as a restored item does.
+        if (absl::IsDeadlineExceeded(s)) s = it->second->RestoreItem(std::move(item));
+        if (absl::IsAlreadyExists(s)) {
+          ++present;
+        } else if (!s.ok()) {
+          ++failed;
+          FW_LOG(WARNING) << "replay server: insert log item not restored: " << s;
+        } else {
+          items_replayed_++;
+        }
+        return absl::OkStatus();
+      });
+      if (!replayed.ok()) return Annotate(replayed.status(), "replay server: reading the insert log");
+      log_torn_bytes_ = replayed->torn_bytes;
+      if (replayed->items > 0 || replayed->torn_bytes > 0) {
+        FW_LOG(INFO) << "replay server: insert log " << dir << ": " << items_replayed_.load() << " of "
+                     << replayed->items << " logged items re-inserted after checkpoint " << restored_id_ << " ("
+                     << present << " already held, " << failed << " failed, " << unknown
+                     << " for unknown tables; " << replayed->torn_bytes << " bytes of torn tail left)";
+      }
+    }
+    FW_ASSIGN_OR_RETURN(insert_log_, InsertLog::Open(dir, sync, options_.insert_log_sync_interval));
     return absl::OkStatus();
   }
 
@@ -245,6 +296,9 @@ class Server::Impl final : public proto::ReplayService::Service {
     s.cached_insert_chunks = cached_insert_chunks_.load();
     s.checkpoints = checkpoints_.load();
     s.checkpoint_failures = checkpoint_failures_.load();
+    s.items_logged = insert_log_ != nullptr ? insert_log_->items_appended() : 0;
+    s.items_replayed = items_replayed_.load();
+    s.log_torn_bytes = log_torn_bytes_;
     return s;
   }
 
@@ -260,9 +314,18 @@ class Server::Impl final : public proto::ReplayService::Service {
     for (const auto& t : served_) tables.push_back(t.get());
     CheckpointOptions co;
     co.keep_last = options_.checkpoint_keep_last;
+    // Every item logged before the rotation is in the tables before the
+    // snapshot is taken, so the checkpoint covers the closed segments.
+    int64_t covered = -1;
+    if (insert_log_ != nullptr) FW_ASSIGN_OR_RETURN(covered, insert_log_->Rotate());
     auto r = ::flywheel::replay::Checkpoint(tables, options_.checkpoint_dir, co);
     if (r.ok()) {
       checkpoints_++;
+      if (insert_log_ != nullptr) {
+        if (Status s = insert_log_->Covered(r->id, covered); !s.ok()) {
+          FW_LOG(WARNING) << "replay server: insert log: " << s;
+        }
+      }
     } else {
       checkpoint_failures_++;
     }
@@ -537,13 +600,22 @@ class Server::Impl final : public proto::ReplayService::Service {
       item.columns.push_back(std::move(col));
     }
     Table* table = t->second.get();
-    return WaitInSlices<Status>(
-        ctx, timeout, [&](absl::Duration slice) { return table->Insert(item, slice); }, before_wait);
+    FW_RETURN_IF_ERROR(WaitInSlices<Status>(
+        ctx, timeout, [&](absl::Duration slice) { return table->Insert(item, slice); }, before_wait));
+    // Logged before it is acknowledged (the caller acks on OK).
+    if (insert_log_ != nullptr) {
+      FW_RETURN_IF_ERROR_CTX(insert_log_->Append(pi.table(), item), "insert item ", pi.key(),
+                             " was inserted but not logged");
+    }
+    return absl::OkStatus();
   }
 
   ServerOptions options_;
   std::vector<std::shared_ptr<Table>> served_;  // in Info() order
   int64_t restored_id_ = -1;
+  std::unique_ptr<InsertLog> insert_log_;
+  std::atomic<int64_t> items_replayed_{0};
+  int64_t log_torn_bytes_ = 0;
   absl::flat_hash_map<std::string, std::shared_ptr<Table>> tables_;
   absl::Mutex checkpoint_mu_;  // one checkpoint at a time
   std::atomic<int64_t> checkpoints_{0}, checkpoint_failures_{0};

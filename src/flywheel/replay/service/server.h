@@ -68,6 +68,16 @@ struct ServerOptions {
   // Complete checkpoints kept (>= 1; 0 keeps all).
   int checkpoint_keep_last = 3;
 
+  // Write-ahead log of inserts (needs checkpoint_dir; insert_log.h): each
+  // item is logged before it is acknowledged, so acknowledged items survive
+  // kill -9 of the server; on Start the items logged after the restored
+  // checkpoint are inserted again. Sync: "none" (write() only: survives a
+  // killed process, not a power loss), "interval" (fdatasync every
+  // insert_log_sync_interval) or "always" (fdatasync per item).
+  bool insert_log = false;
+  std::string insert_log_sync = "none";
+  absl::Duration insert_log_sync_interval = absl::Milliseconds(100);
+
   // More services on the same port (non-null).
   std::vector<std::shared_ptr<ExtraService>> services;
 
@@ -87,6 +97,9 @@ struct ServerStats {
   int64_t cached_insert_chunks = 0;   // chunks held by open insert streams' caches
   int64_t checkpoints = 0;            // written by this server
   int64_t checkpoint_failures = 0;
+  int64_t items_logged = 0;           // appended to the insert log
+  int64_t items_replayed = 0;         // re-inserted from the insert log on Start
+  int64_t log_torn_bytes = 0;         // bytes of a torn log tail left on Start
 };
 
 class Server {

@@ -1,0 +1,344 @@
+#include "flywheel/replay/service/insert_log.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <map>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "flywheel/base/checksum.h"
+#include "flywheel/base/logging.h"
+#include "flywheel/format/codec.h"
+#include "flywheel/format/internal/coding.h"
+#include "flywheel/io/file_system.h"
+
+namespace flywheel::replay {
+namespace {
+
+using internal_format::Decoder;
+using internal_format::PutBytes;
+using internal_format::PutFixed32;
+using internal_format::PutFixed64;
+using internal_format::PutVarint;
+
+constexpr char kMagic[] = "FWINSLG1";
+constexpr size_t kMagicSize = 8;
+constexpr size_t kRecordHeader = 12;  // u32 length + u64 checksum
+// A record larger than this is damage, not data (items and chunks are
+// bounded by the server's message size, 64 MiB by default).
+constexpr uint32_t kMaxRecord = uint32_t{1} << 31;
+
+Status Errno(const std::string& what, const std::string& path) {
+  return absl::UnavailableError(absl::StrCat("insert log: ", what, " ", path, ": ", std::strerror(errno)));
+}
+
+std::string SegmentPath(const std::string& dir, int64_t n) { return absl::StrCat(dir, "/segment-", n, ".log"); }
+
+// Numbers of the files named <prefix><n><suffix> in `dir`, ascending.
+std::vector<int64_t> Numbered(const std::string& dir, std::string_view prefix, std::string_view suffix) {
+  std::vector<int64_t> out;
+  DIR* d = ::opendir(dir.c_str());
+  if (d == nullptr) return out;
+  while (dirent* e = ::readdir(d)) {
+    std::string_view name = e->d_name;
+    if (name.size() <= prefix.size() + suffix.size() || name.substr(0, prefix.size()) != prefix ||
+        name.substr(name.size() - suffix.size()) != suffix) {
+      continue;
+    }
+    int64_t n;
+    if (absl::SimpleAtoi(AsAbsl(name.substr(prefix.size(), name.size() - prefix.size() - suffix.size())), &n) &&
+        n >= 0) {
+      out.push_back(n);
+    }
+  }
+  ::closedir(d);
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+void AppendRecord(std::string* out, const std::string& payload) {
+  PutFixed32(out, static_cast<uint32_t>(payload.size()));
+  PutFixed64(out, Checksum64(payload));
+  out->append(payload);
+}
+
+std::string ChunkPayload(const Chunk& c) {
+  std::string p = "C";
+  PutVarint(&p, c.key());
+  PutBytes(&p, c.step_type().ToString());
+  PutVarint(&p, static_cast<uint64_t>(c.num_steps()));
+  PutBytes(&p, format::CodecName(c.codec()));
+  PutBytes(&p, c.compressed());
+  return p;
+}
+
+std::string ItemPayload(const std::string& table, const Item& item) {
+  std::string p = "I";
+  PutBytes(&p, table);
+  PutVarint(&p, item.key);
+  uint64_t bits;
+  std::memcpy(&bits, &item.priority, 8);
+  PutFixed64(&p, bits);
+  PutVarint(&p, item.columns.size());
+  for (const auto& col : item.columns) {
+    PutBytes(&p, col.name);
+    PutVarint(&p, static_cast<uint64_t>(col.offset));
+    PutVarint(&p, static_cast<uint64_t>(col.length));
+    PutVarint(&p, col.chunks.size());
+    for (const auto& c : col.chunks) PutVarint(&p, c->key());
+  }
+  return p;
+}
+
+Status WriteAll(int fd, const std::string& data, const std::string& path) {
+  size_t done = 0;
+  while (done < data.size()) {
+    const ssize_t n = ::write(fd, data.data() + done, data.size() - done);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return Errno("writing", path);
+    }
+    done += static_cast<size_t>(n);
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+Result<InsertLogSync> ParseInsertLogSync(std::string_view text) {
+  if (text == "none") return InsertLogSync::kNone;
+  if (text == "interval") return InsertLogSync::kInterval;
+  if (text == "always") return InsertLogSync::kAlways;
+  return absl::InvalidArgumentError(
+      absl::StrCat("insert log sync '", AsAbsl(text), "': expected none, interval or always"));
+}
+
+InsertLog::InsertLog(std::string dir, InsertLogSync sync, absl::Duration interval)
+    : dir_(std::move(dir)), sync_(sync), interval_(interval) {}
+
+Result<std::unique_ptr<InsertLog>> InsertLog::Open(const std::string& dir, InsertLogSync sync,
+                                                   absl::Duration sync_interval) {
+  if (sync == InsertLogSync::kInterval && sync_interval <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("insert log: the sync interval must be positive");
+  }
+  FW_RETURN_IF_ERROR(io::PosixFileSystem()->CreateDirs(dir));
+  std::unique_ptr<InsertLog> log(new InsertLog(dir, sync, sync_interval));
+  const std::vector<int64_t> have = Numbered(dir, "segment-", ".log");
+  {
+    absl::MutexLock l(&log->mu_);
+    FW_RETURN_IF_ERROR(log->OpenSegmentLocked(have.empty() ? 0 : have.back() + 1));
+  }
+  if (sync == InsertLogSync::kInterval) log->syncer_ = std::thread([p = log.get()] { p->SyncLoop(); });
+  return log;
+}
+
+InsertLog::~InsertLog() {
+  {
+    absl::MutexLock l(&mu_);
+    stop_ = true;
+  }
+  if (syncer_.joinable()) syncer_.join();
+  absl::MutexLock l(&mu_);
+  if (fd_ >= 0) {
+    if (sync_ != InsertLogSync::kNone) ::fdatasync(fd_);
+    ::close(fd_);
+  }
+}
+
+Status InsertLog::OpenSegmentLocked(int64_t n) {
+  const std::string path = SegmentPath(dir_, n);
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_APPEND | O_CLOEXEC, 0644);
+  if (fd < 0) return Errno("creating", path);
+  if (Status s = WriteAll(fd, std::string(kMagic, kMagicSize), path); !s.ok()) {
+    ::close(fd);
+    return s;
+  }
+  if (fd_ >= 0) {
+    if (sync_ != InsertLogSync::kNone && ::fdatasync(fd_) != 0) FW_LOG(WARNING) << "insert log: fdatasync failed";
+    ::close(fd_);
+  }
+  fd_ = fd;
+  segment_ = n;
+  logged_chunks_.clear();
+  dirty_ = true;
+  return absl::OkStatus();
+}
+
+Status InsertLog::Append(const std::string& table, const Item& item) {
+  std::string records;
+  absl::MutexLock l(&mu_);
+  if (fd_ < 0) return absl::FailedPreconditionError("insert log: closed");
+  std::vector<uint64_t> added;
+  for (const auto& col : item.columns) {
+    for (const auto& c : col.chunks) {
+      if (logged_chunks_.insert(c->key()).second) {
+        added.push_back(c->key());
+        AppendRecord(&records, ChunkPayload(*c));
+      }
+    }
+  }
+  AppendRecord(&records, ItemPayload(table, item));
+  Status s = WriteAll(fd_, records, SegmentPath(dir_, segment_));
+  if (s.ok() && sync_ == InsertLogSync::kAlways && ::fdatasync(fd_) != 0) s = Errno("syncing", SegmentPath(dir_, segment_));
+  if (!s.ok()) {
+    for (uint64_t k : added) logged_chunks_.erase(k);
+    return s;
+  }
+  dirty_ = true;
+  items_appended_++;
+  bytes_appended_ += static_cast<int64_t>(records.size());
+  return absl::OkStatus();
+}
+
+Result<int64_t> InsertLog::Rotate() {
+  absl::MutexLock l(&mu_);
+  const int64_t closed = segment_;
+  FW_RETURN_IF_ERROR(OpenSegmentLocked(segment_ + 1));
+  return closed;
+}
+
+Status InsertLog::Covered(int64_t checkpoint_id, int64_t segment) {
+  const std::string marker = absl::StrCat(dir_, "/covered-", checkpoint_id);
+  FW_RETURN_IF_ERROR(io::PosixFileSystem()->Put(marker, absl::StrCat(segment, "\n")));
+  for (int64_t n : Numbered(dir_, "segment-", ".log")) {
+    if (n <= segment) ::unlink(SegmentPath(dir_, n).c_str());
+  }
+  for (int64_t id : Numbered(dir_, "covered-", "")) {
+    if (id < checkpoint_id) ::unlink(absl::StrCat(dir_, "/covered-", id).c_str());
+  }
+  return absl::OkStatus();
+}
+
+void InsertLog::SyncLoop() {
+  mu_.Lock();
+  while (!stop_) {
+    mu_.AwaitWithTimeout(absl::Condition(&stop_), interval_);
+    if (!dirty_ || fd_ < 0) continue;
+    // Sync a duplicate outside the lock: appends go on meanwhile, and a
+    // rotation may close fd_ without waiting for us.
+    const int fd = ::dup(fd_);
+    dirty_ = false;
+    mu_.Unlock();
+    if (fd >= 0) {
+      ::fdatasync(fd);
+      ::close(fd);
+    }
+    mu_.Lock();
+  }
+  mu_.Unlock();
+}
+
+Result<InsertLogReplay> InsertLog::Replay(const std::string& dir, int64_t checkpoint_id,
+                                          const std::function<Status(const std::string& table, Item item)>& fn) {
+  InsertLogReplay out;
+  int64_t after = -1;  // segments <= after are in the checkpoint
+  if (checkpoint_id >= 0) {
+    auto text = io::PosixFileSystem()->ReadFile(absl::StrCat(dir, "/covered-", checkpoint_id));
+    if (text.ok()) {
+      std::string_view t = *text;
+      while (!t.empty() && (t.back() == '\n' || t.back() == ' ')) t.remove_suffix(1);
+      if (!absl::SimpleAtoi(AsAbsl(t), &after)) {
+        return absl::DataLossError(absl::StrCat("insert log: ", dir, "/covered-", checkpoint_id, " is damaged"));
+      }
+    }
+    // No marker: the checkpoint predates the log (or the log was turned on
+    // since); every segment is replayed and items it already holds are skipped.
+  }
+  const std::vector<int64_t> segments = Numbered(dir, "segment-", ".log");
+  for (size_t si = 0; si < segments.size(); ++si) {
+    const int64_t n = segments[si];
+    if (n <= after) continue;
+    const std::string path = SegmentPath(dir, n);
+    FW_ASSIGN_OR_RETURN(const std::string data, io::PosixFileSystem()->ReadFile(path));
+    ++out.segments;
+    if (data.size() < kMagicSize) {
+      out.torn_bytes += static_cast<int64_t>(data.size());
+      continue;  // created, then killed before its header was written
+    }
+    if (data.compare(0, kMagicSize, kMagic, kMagicSize) != 0) {
+      return absl::DataLossError(absl::StrCat("insert log: ", path, " is not an insert log segment"));
+    }
+    absl::flat_hash_map<uint64_t, ChunkRef> chunks;
+    size_t pos = kMagicSize;
+    while (pos < data.size()) {
+      if (data.size() - pos < kRecordHeader) break;
+      uint32_t len;
+      uint64_t sum;
+      std::memcpy(&len, data.data() + pos, 4);
+      std::memcpy(&sum, data.data() + pos + 4, 8);
+      if (len == 0 || len > kMaxRecord || len > data.size() - pos - kRecordHeader) break;
+      const std::string_view payload(data.data() + pos + kRecordHeader, len);
+      if (Checksum64(payload) != sum) break;
+      pos += kRecordHeader + len;
+      Decoder d(reinterpret_cast<const uint8_t*>(payload.data()) + 1, payload.size() - 1,
+                absl::StrCat("insert log ", path, " record at byte ", pos - kRecordHeader - len));
+      if (payload[0] == 'C') {
+        uint64_t key, steps;
+        std::string type_text, codec_text, stored;
+        FW_RETURN_IF_ERROR(d.Varint(&key));
+        FW_RETURN_IF_ERROR(d.Bytes(&type_text));
+        FW_RETURN_IF_ERROR(d.Varint(&steps));
+        FW_RETURN_IF_ERROR(d.Bytes(&codec_text));
+        FW_RETURN_IF_ERROR(d.Bytes(&stored));
+        FW_ASSIGN_OR_RETURN(format::DataType type, format::DataType::Parse(type_text));
+        FW_ASSIGN_OR_RETURN(format::Codec codec, format::ParseCodec(codec_text));
+        if (steps > static_cast<uint64_t>(INT64_MAX)) return d.Error("step count out of range");
+        FW_ASSIGN_OR_RETURN(ChunkRef c, Chunk::FromCompressed(key, type, static_cast<int64_t>(steps), codec,
+                                                              std::move(stored)));
+        chunks[key] = std::move(c);
+        ++out.chunks;
+      } else if (payload[0] == 'I') {
+        std::string table;
+        Item item;
+        uint64_t bits, ncols;
+        FW_RETURN_IF_ERROR(d.Bytes(&table));
+        FW_RETURN_IF_ERROR(d.Varint(&item.key));
+        FW_RETURN_IF_ERROR(d.Fixed64(&bits));
+        std::memcpy(&item.priority, &bits, 8);
+        FW_RETURN_IF_ERROR(d.Bounded(&ncols, len, "column count"));
+        for (uint64_t c = 0; c < ncols; ++c) {
+          TrajectoryColumn col;
+          uint64_t offset, length, nchunks;
+          FW_RETURN_IF_ERROR(d.Bytes(&col.name));
+          FW_RETURN_IF_ERROR(d.Varint(&offset));
+          FW_RETURN_IF_ERROR(d.Varint(&length));
+          FW_RETURN_IF_ERROR(d.Bounded(&nchunks, len, "chunk count"));
+          col.offset = static_cast<int64_t>(offset);
+          col.length = static_cast<int64_t>(length);
+          for (uint64_t k = 0; k < nchunks; ++k) {
+            uint64_t key;
+            FW_RETURN_IF_ERROR(d.Varint(&key));
+            auto it = chunks.find(key);
+            if (it == chunks.end()) return d.Error(absl::StrCat("item ", item.key, " names chunk ", key, " not logged before it"));
+            col.chunks.push_back(it->second);
+          }
+          item.columns.push_back(std::move(col));
+        }
+        ++out.items;
+        FW_RETURN_IF_ERROR(fn(table, std::move(item)));
+      } else {
+        return d.Error("unknown record type");
+      }
+    }
+    if (pos < data.size()) {
+      // A torn record ends the segment: a crash cut it short (or the bytes
+      // after it are damaged; nothing after a bad record is trusted).
+      out.torn_bytes += static_cast<int64_t>(data.size() - pos);
+      if (si + 1 < segments.size()) {
+        FW_LOG(WARNING) << "insert log: " << path << ": " << data.size() - pos
+                        << " bytes after the last good record, in a segment that is not the last";
+      }
+    }
+  }
+  return out;
+}
+
+}  // namespace flywheel::replay
