@@ -162,7 +162,9 @@ Status InsertLog::OpenSegmentLocked(int64_t n) {
     return s;
   }
   if (fd_ >= 0) {
-    if (sync_ != InsertLogSync::kNone && ::fdatasync(fd_) != 0) FW_LOG(WARNING) << "insert log: fdatasync failed";
+    if (sync_ != InsertLogSync::kNone && ::fdatasync(fd_) != 0) {
+      FW_LOG(WARNING) << "insert log: fdatasync failed";
+    }
     ::close(fd_);
   }
   fd_ = fd;
@@ -257,21 +259,23 @@ Result<InsertLogReplay> InsertLog::Replay(const std::string& dir, int64_t checkp
     const int64_t n = segments[si];
     if (n <= after) continue;
     const std::string path = SegmentPath(dir, n);
-    FW_ASSIGN_OR_RETURN(const std::string data, io::PosixFileSystem()->ReadFile(path));
+    Result<std::string> read = io::PosixFileSystem()->ReadFile(path);
+    if (!read.ok()) return read.status();
+    const std::string& data = *read;
     ++out.segments;
     if (data.size() < kMagicSize) {
       out.torn_bytes += static_cast<int64_t>(data.size());
       continue;  // created, then killed before its header was written
     }
-    if (data.compare(0, kMagicSize, kMagic, kMagicSize) != 0) {
+    if (std::memcmp(data.data(), kMagic, kMagicSize) != 0) {
       return absl::DataLossError(absl::StrCat("insert log: ", path, " is not an insert log segment"));
     }
     absl::flat_hash_map<uint64_t, ChunkRef> chunks;
     size_t pos = kMagicSize;
     while (pos < data.size()) {
       if (data.size() - pos < kRecordHeader) break;
-      uint32_t len;
-      uint64_t sum;
+      uint32_t len = 0;
+      uint64_t sum = 0;
       std::memcpy(&len, data.data() + pos, 4);
       std::memcpy(&sum, data.data() + pos + 4, 8);
       if (len == 0 || len > kMaxRecord || len > data.size() - pos - kRecordHeader) break;
@@ -281,7 +285,7 @@ Result<InsertLogReplay> InsertLog::Replay(const std::string& dir, int64_t checkp
       Decoder d(reinterpret_cast<const uint8_t*>(payload.data()) + 1, payload.size() - 1,
                 absl::StrCat("insert log ", path, " record at byte ", pos - kRecordHeader - len));
       if (payload[0] == 'C') {
-        uint64_t key, steps;
+        uint64_t key = 0, steps = 0;
         std::string type_text, codec_text, stored;
         FW_RETURN_IF_ERROR(d.Varint(&key));
         FW_RETURN_IF_ERROR(d.Bytes(&type_text));
@@ -298,7 +302,7 @@ Result<InsertLogReplay> InsertLog::Replay(const std::string& dir, int64_t checkp
       } else if (payload[0] == 'I') {
         std::string table;
         Item item;
-        uint64_t bits, ncols;
+        uint64_t bits = 0, ncols = 0;
         FW_RETURN_IF_ERROR(d.Bytes(&table));
         FW_RETURN_IF_ERROR(d.Varint(&item.key));
         FW_RETURN_IF_ERROR(d.Fixed64(&bits));
@@ -306,7 +310,7 @@ Result<InsertLogReplay> InsertLog::Replay(const std::string& dir, int64_t checkp
         FW_RETURN_IF_ERROR(d.Bounded(&ncols, len, "column count"));
         for (uint64_t c = 0; c < ncols; ++c) {
           TrajectoryColumn col;
-          uint64_t offset, length, nchunks;
+          uint64_t offset = 0, length = 0, nchunks = 0;
           FW_RETURN_IF_ERROR(d.Bytes(&col.name));
           FW_RETURN_IF_ERROR(d.Varint(&offset));
           FW_RETURN_IF_ERROR(d.Varint(&length));
@@ -314,7 +318,7 @@ Result<InsertLogReplay> InsertLog::Replay(const std::string& dir, int64_t checkp
           col.offset = static_cast<int64_t>(offset);
           col.length = static_cast<int64_t>(length);
           for (uint64_t k = 0; k < nchunks; ++k) {
-            uint64_t key;
+            uint64_t key = 0;
             FW_RETURN_IF_ERROR(d.Varint(&key));
             auto it = chunks.find(key);
             if (it == chunks.end()) return d.Error(absl::StrCat("item ", item.key, " names chunk ", key, " not logged before it"));

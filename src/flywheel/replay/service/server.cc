@@ -317,7 +317,9 @@ class Server::Impl final : public proto::ReplayService::Service {
     // Every item logged before the rotation is in the tables before the
     // snapshot is taken, so the checkpoint covers the closed segments.
     int64_t covered = -1;
-    if (insert_log_ != nullptr) FW_ASSIGN_OR_RETURN(covered, insert_log_->Rotate());
+    if (insert_log_ != nullptr) {
+      FW_ASSIGN_OR_RETURN(covered, insert_log_->Rotate());
+    }
     auto r = ::flywheel::replay::Checkpoint(tables, options_.checkpoint_dir, co);
     if (r.ok()) {
       checkpoints_++;
