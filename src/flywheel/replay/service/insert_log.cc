@@ -175,33 +175,64 @@ Status InsertLog::OpenSegmentLocked(int64_t n) {
 }
 
 Status InsertLog::Append(const std::string& table, const Item& item) {
-  std::string records;
   absl::MutexLock l(&mu_);
   if (fd_ < 0) return absl::FailedPreconditionError("insert log: closed");
-  std::vector<uint64_t> added;
+  FW_RETURN_IF_ERROR(broken_);
+  const size_t before = pending_.size();
   for (const auto& col : item.columns) {
     for (const auto& c : col.chunks) {
-      if (logged_chunks_.insert(c->key()).second) {
-        added.push_back(c->key());
-        AppendRecord(&records, ChunkPayload(*c));
-      }
+      if (logged_chunks_.insert(c->key()).second) AppendRecord(&pending_, ChunkPayload(*c));
     }
   }
-  AppendRecord(&records, ItemPayload(table, item));
-  Status s = WriteAll(fd_, records, SegmentPath(dir_, segment_));
-  if (s.ok() && sync_ == InsertLogSync::kAlways && ::fdatasync(fd_) != 0) s = Errno("syncing", SegmentPath(dir_, segment_));
-  if (!s.ok()) {
-    for (uint64_t k : added) logged_chunks_.erase(k);
-    return s;
+  AppendRecord(&pending_, ItemPayload(table, item));
+  bytes_appended_ += static_cast<int64_t>(pending_.size() - before);
+  const uint64_t mine = ++queued_seq_;
+  while (written_seq_ < mine && broken_.ok()) {
+    if (writing_) {
+      // Another appender is writing: ours goes in its next round.
+      mu_.Await(absl::Condition(+[](bool* w) { return !*w; }, &writing_));
+      continue;
+    }
+    // Lead: write everything queued so far, outside the lock.
+    writing_ = true;
+    std::string batch;
+    batch.swap(pending_);
+    const uint64_t upto = queued_seq_;
+    const int fd = fd_;
+    const std::string path = SegmentPath(dir_, segment_);
+    mu_.Unlock();
+    Status s = WriteAll(fd, batch, path);
+    if (s.ok() && sync_ == InsertLogSync::kAlways && ::fdatasync(fd) != 0) s = Errno("syncing", path);
+    mu_.Lock();
+    writing_ = false;
+    if (!s.ok()) {
+      broken_ = s;
+      break;
+    }
+    written_seq_ = upto;
+    dirty_ = true;
   }
-  dirty_ = true;
+  FW_RETURN_IF_ERROR(broken_);
   items_appended_++;
-  bytes_appended_ += static_cast<int64_t>(records.size());
   return absl::OkStatus();
 }
 
 Result<int64_t> InsertLog::Rotate() {
   absl::MutexLock l(&mu_);
+  // Every queued record goes to the segment being closed: wait for the
+  // leader, then write what is left (the segment must hold every item
+  // acknowledged before this call).
+  mu_.Await(absl::Condition(+[](bool* w) { return !*w; }, &writing_));
+  FW_RETURN_IF_ERROR(broken_);
+  if (!pending_.empty()) {
+    Status s = WriteAll(fd_, pending_, SegmentPath(dir_, segment_));
+    if (!s.ok()) {
+      broken_ = s;
+      return s;
+    }
+    pending_.clear();
+    written_seq_ = queued_seq_;
+  }
   const int64_t closed = segment_;
   FW_RETURN_IF_ERROR(OpenSegmentLocked(segment_ + 1));
   return closed;

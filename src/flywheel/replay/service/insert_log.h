@@ -94,6 +94,14 @@ class InsertLog {
   int fd_ ABSL_GUARDED_BY(mu_) = -1;
   int64_t segment_ ABSL_GUARDED_BY(mu_) = -1;
   bool dirty_ ABSL_GUARDED_BY(mu_) = false;
+  // Group commit: appenders queue their records in pending_; one of them
+  // (the leader) writes everything queued with one write() (and one
+  // fdatasync under kAlways) while the others wait for written_seq_.
+  std::string pending_ ABSL_GUARDED_BY(mu_);
+  uint64_t queued_seq_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t written_seq_ ABSL_GUARDED_BY(mu_) = 0;
+  bool writing_ ABSL_GUARDED_BY(mu_) = false;
+  Status broken_ ABSL_GUARDED_BY(mu_);  // a failed write: every later append fails
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
   absl::flat_hash_set<uint64_t> logged_chunks_ ABSL_GUARDED_BY(mu_);  // of this segment
   std::thread syncer_;
