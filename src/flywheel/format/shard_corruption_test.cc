@@ -17,6 +17,7 @@
 #include "flywheel/format/internal/coding.h"
 #include "flywheel/format/shard.h"
 #include "flywheel/io/file_system.h"
+#include "flywheel/io/memory_cap_testing.h"
 #include "flywheel/io/temp_dir.h"
 
 namespace flywheel::format {
@@ -476,6 +477,13 @@ TEST(CraftedShardTest, RegressionHugeDecompressedSize) {
     Status st = OpenAndRead(s.Build());
     EXPECT_EQ(st.code(), absl::StatusCode::kDataLoss) << st;
     EXPECT_THAT(std::string(st.message()), HasSubstr("bytes cannot decode to"));
+    // The same under a 256 MB address-space cap (the crafted-input suite).
+    const std::string bytes = s.Build();
+    const std::string got = io::UnderMemoryCap(256, [&]() -> std::string {
+      Status capped = OpenAndRead(bytes);
+      return capped.ok() ? "ok" : "error: " + std::string(capped.message());
+    });
+    EXPECT_THAT(got, HasSubstr("bytes cannot decode to"));
   }
 }
 

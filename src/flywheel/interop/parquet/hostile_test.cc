@@ -2,10 +2,6 @@
 // issue, items 4 and 5): a page claiming far more decoded bytes than its
 // stored bytes can produce is refused before anything is allocated for it,
 // and a flipped byte in a page is caught by the page CRC the writer stores.
-#include <sys/resource.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
 #include <cstring>
 #include <fstream>
 #include <sstream>
@@ -17,6 +13,7 @@
 #include "flywheel/interop/parquet/reader.h"
 #include "flywheel/interop/parquet/writer.h"
 #include "flywheel/io/file_system.h"
+#include "flywheel/io/memory_cap_testing.h"
 #include "flywheel/io/temp_dir.h"
 #include "gtest/gtest.h"
 
@@ -87,39 +84,17 @@ std::string RewriteFirstPage(const std::string& file, Edit edit) {
 }
 
 // Reads `path` whole in a child process limited to `cap_mb` of address
-// space. Returns the child's report: "ok", "error: <message>", or how it died.
+// space: "ok", "error: <message>", or how the child died.
 std::string ReadUnderCap(const std::string& path, int cap_mb, bool verify_crc = true) {
-  int fds[2];
-  if (pipe(fds) != 0) return "pipe failed";
-  const pid_t pid = fork();
-  if (pid == 0) {
-    close(fds[0]);
-    rlimit lim{static_cast<rlim_t>(cap_mb) << 20, static_cast<rlim_t>(cap_mb) << 20};
-    setrlimit(RLIMIT_AS, &lim);
-    std::string msg;
+  return io::UnderMemoryCap(cap_mb, [&]() -> std::string {
     auto r = ParquetReader::Open(path);
-    if (!r.ok()) {
-      msg = "error: " + std::string(r.status().message());
-    } else {
-      (*r)->set_verify_page_crc(verify_crc);
-      ReadOptions o;
-      o.threads = 1;
-      auto all = (*r)->ReadAll(o);
-      msg = all.ok() ? "ok" : "error: " + std::string(all.status().message());
-    }
-    (void)!write(fds[1], msg.data(), msg.size());
-    _exit(0);
-  }
-  close(fds[1]);
-  std::string out;
-  char buf[4096];
-  ssize_t n;
-  while ((n = read(fds[0], buf, sizeof buf)) > 0) out.append(buf, static_cast<size_t>(n));
-  close(fds[0]);
-  int status = 0;
-  waitpid(pid, &status, 0);
-  if (WIFSIGNALED(status)) return "killed by signal " + std::to_string(WTERMSIG(status));
-  return out;
+    if (!r.ok()) return "error: " + std::string(r.status().message());
+    (*r)->set_verify_page_crc(verify_crc);
+    ReadOptions o;
+    o.threads = 1;
+    auto all = (*r)->ReadAll(o);
+    return all.ok() ? "ok" : "error: " + std::string(all.status().message());
+  });
 }
 
 class HostileParquetTest : public ::testing::Test {

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "flywheel/io/memory_cap_testing.h"
 #include "flywheel/io/temp_dir.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -348,6 +349,16 @@ TEST(TarReaderTest, HugeSizeInSmallArchiveIsTruncationNotAllocation) {
   auto all = ReadAll(tar);
   ASSERT_FALSE(all.ok());
   EXPECT_THAT(all.status().message(), HasSubstr("truncated in entry data"));
+  // The same under a 256 MB address-space cap (the crafted-input suite):
+  // sizes of 1 GB and 2^50 bytes claimed by a 515-byte archive.
+  for (uint64_t claim : {uint64_t{1} << 30, uint64_t{1} << 50}) {
+    const std::string lying = TestTarHeader("x.bin", claim, '0', "", 0, true) + "abc";
+    const std::string got = io::UnderMemoryCap(256, [&]() -> std::string {
+      auto r = ReadAll(lying);
+      return r.ok() ? "ok" : "error: " + std::string(r.status().message());
+    });
+    EXPECT_THAT(got, HasSubstr("truncated in entry data")) << claim;
+  }
 }
 
 // Every prefix of an archive either reads cleanly (it ends on an entry
