@@ -114,9 +114,11 @@ RecordBatch BatchFromPython(const Schema& schema, const std::string& uri, const 
   RecordBatch b;
   std::string first_name;
   std::vector<std::pair<int, Column>> given;
+  const auto index = schema.NameIndex();
   for (auto [key, value] : columns) {
     const std::string name = py::cast<std::string>(key);
-    const int i = schema.FieldIndex(name);
+    const auto found = index.find(name);
+    const int i = found == index.end() ? -1 : found->second;
     if (i < 0) NoColumn(name, uri, schema);
     Column c = ColumnFromPython(schema.fields[i], value);
     if (given.empty()) {
@@ -135,12 +137,14 @@ RecordBatch BatchFromPython(const Schema& schema, const std::string& uri, const 
     }
     return b;
   }
+  std::vector<int> given_at(static_cast<size_t>(schema.num_fields()), -1);  // field -> index in `given`
+  for (size_t g = 0; g < given.size(); ++g) given_at[static_cast<size_t>(given[g].first)] = static_cast<int>(g);
   for (int i = 0; i < schema.num_fields(); ++i) {
     const format::Field& f = schema.fields[i];
-    auto it = std::find_if(given.begin(), given.end(), [i](const auto& g) { return g.first == i; });
+    const int g = given_at[static_cast<size_t>(i)];
     b.schema.fields.push_back(f);
-    if (it != given.end()) {
-      b.columns.push_back(std::move(it->second));
+    if (g >= 0) {
+      b.columns.push_back(std::move(given[static_cast<size_t>(g)].second));
     } else if (f.nullable) {
       b.columns.push_back(format::MakeNullColumn(f.type, b.num_rows, true));
     } else {

@@ -162,6 +162,13 @@ int Schema::FieldIndex(std::string_view name) const {
   return -1;
 }
 
+std::unordered_map<std::string_view, int> Schema::NameIndex() const {
+  std::unordered_map<std::string_view, int> out;
+  out.reserve(fields.size());
+  for (size_t i = 0; i < fields.size(); ++i) out.emplace(fields[i].name, static_cast<int>(i));
+  return out;
+}
+
 Status Schema::Validate() const {
   if (fields.empty()) return absl::InvalidArgumentError("schema has no fields");
   if (static_cast<int64_t>(fields.size()) > kMaxColumns) {

@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "flywheel/base/status.h"
@@ -89,8 +90,12 @@ struct Schema {
   std::vector<Field> fields;
 
   int num_fields() const { return static_cast<int>(fields.size()); }
-  // Index of the field with `name`, or -1.
+  // Index of the field with `name`, or -1 (a linear scan).
   int FieldIndex(std::string_view name) const;
+  // Name -> index of every field, for looking up many names (a loop of
+  // FieldIndex calls is quadratic in the column count). Views into `fields`:
+  // valid while they are unchanged.
+  std::unordered_map<std::string_view, int> NameIndex() const;
   // Names unique and non-empty, types valid.
   Status Validate() const;
   // "x:int64, emb:float32[16], name:string?" ('?' marks nullable).

@@ -122,8 +122,10 @@ Result<RecordBatch> Table::Impl::Conform(const format::Schema& schema, const Rec
   if (static_cast<int64_t>(batch.columns.size()) != static_cast<int64_t>(batch.schema.fields.size())) {
     return absl::InvalidArgumentError("batch has a different number of columns and fields");
   }
+  const auto table_index = schema.NameIndex();
+  const auto batch_index = batch.schema.NameIndex();
   for (const auto& f : batch.schema.fields) {
-    if (schema.FieldIndex(f.name) < 0) {
+    if (!table_index.count(f.name)) {
       return absl::InvalidArgumentError(absl::StrCat("column '", f.name, "' is not in the table schema (",
                                                      schema.ToString(), ")"));
     }
@@ -132,7 +134,8 @@ Result<RecordBatch> Table::Impl::Conform(const format::Schema& schema, const Rec
   out.schema = schema;
   out.num_rows = batch.num_rows;
   for (const auto& field : schema.fields) {
-    const int i = batch.schema.FieldIndex(field.name);
+    const auto found = batch_index.find(field.name);
+    const int i = found == batch_index.end() ? -1 : found->second;
     if (i < 0) {
       if (!field.nullable && field.default_json.empty()) {
         return absl::InvalidArgumentError(absl::StrCat("column '", field.name, "' is missing and is not nullable"));
@@ -281,8 +284,10 @@ Status Table::Overwrite(const RecordBatch& batch, const CommitOptions& commit) {
   // The new schema keeps field ids of same-named, same-typed fields.
   format::Schema schema = batch.schema;
   int32_t next_id = manifest_.next_field_id;
+  const auto old_index = manifest_.schema.NameIndex();
   for (auto& f : schema.fields) {
-    const int old = manifest_.schema.FieldIndex(f.name);
+    const auto found = old_index.find(f.name);
+    const int old = found == old_index.end() ? -1 : found->second;
     if (old >= 0 && manifest_.schema.fields[old].type == f.type) {
       f.id = manifest_.schema.fields[old].id;
     } else {
