@@ -80,6 +80,13 @@ def test_more_columns_than_readers_accept_are_refused_at_write(tmp_path):
     assert not (tmp_path / "wide" / "_versions").exists() or not os.listdir(tmp_path / "wide" / "_versions")
 
 
+def test_add_column_past_the_column_limit_is_refused(tmp_path):
+    t = flywheel.Table.create(str(tmp_path / "full"), {f"c{i}": "int8" for i in range(100000)})
+    with pytest.raises(ValueError, match="at most 100000"):
+        t.add_column("one_more", "int8", nullable=True)
+    assert flywheel.Table.open(str(tmp_path / "full")).version == 1
+
+
 def test_wide_table_create_and_append_are_linear_in_columns(tmp_path):
     import time
     n = 40000

@@ -397,10 +397,12 @@ Status Table::AddColumn(const format::Field& field_in, const CommitOptions& comm
     }
     return std::string();
   };
-  op.apply = [field](const Manifest&, Manifest* next) mutable {
+  op.apply = [field, uri = uri_](const Manifest&, Manifest* next) mutable {
     field.id = next->next_field_id++;
     next->schema.fields.push_back(field);
-    return absl::OkStatus();
+    // The new schema must be one readers accept (format/limits.h: at most
+    // kMaxColumns columns), or this version could never be read.
+    return Annotate(next->schema.Validate(), absl::StrCat("add_column '", field.name, "' to ", uri));
   };
   return Impl::Commit(this, commit, std::move(op));
 }
