@@ -25,7 +25,7 @@ BUILD_TYPE ?= RelWithDebInfo
 SAN ?=
 JOBS ?= $(shell nproc)
 FUZZ_SECONDS ?= 30
-# Per fuzz target inside `make test` (kept short: 18 targets run one after another).
+# Per fuzz target inside `make test` (kept short: 19 targets, JOBS at a time).
 TEST_FUZZ_SECONDS ?= 10
 STRESS_SECONDS ?= 30
 CTEST_ARGS ?=

@@ -269,6 +269,91 @@ void InsertLog::SyncLoop() {
   mu_.Unlock();
 }
 
+Status InsertLog::ReplaySegment(std::string_view data, const std::string& path, bool last, InsertLogReplay* out_p,
+                                const std::function<Status(const std::string& table, Item item)>& fn,
+                                bool verify_checksums) {
+  InsertLogReplay& out = *out_p;
+  if (data.size() < kMagicSize) {
+    out.torn_bytes += static_cast<int64_t>(data.size());
+    return absl::OkStatus();  // created, then killed before its header was written
+  }
+  if (std::memcmp(data.data(), kMagic, kMagicSize) != 0) {
+    return absl::DataLossError(absl::StrCat("insert log: ", path, " is not an insert log segment"));
+  }
+  absl::flat_hash_map<uint64_t, ChunkRef> chunks;
+  size_t pos = kMagicSize;
+  while (pos < data.size()) {
+    if (data.size() - pos < kRecordHeader) break;
+    uint32_t len = 0;
+    uint64_t sum = 0;
+    std::memcpy(&len, data.data() + pos, 4);
+    std::memcpy(&sum, data.data() + pos + 4, 8);
+    if (len == 0 || len > kMaxRecord || len > data.size() - pos - kRecordHeader) break;
+    const std::string_view payload(data.data() + pos + kRecordHeader, len);
+    if (verify_checksums && Checksum64(payload) != sum) break;
+    pos += kRecordHeader + len;
+    Decoder d(reinterpret_cast<const uint8_t*>(payload.data()) + 1, payload.size() - 1,
+              absl::StrCat("insert log ", path, " record at byte ", pos - kRecordHeader - len));
+    if (payload[0] == 'C') {
+      uint64_t key = 0, steps = 0;
+      std::string type_text, codec_text, stored;
+      FW_RETURN_IF_ERROR(d.Varint(&key));
+      FW_RETURN_IF_ERROR(d.Bytes(&type_text));
+      FW_RETURN_IF_ERROR(d.Varint(&steps));
+      FW_RETURN_IF_ERROR(d.Bytes(&codec_text));
+      FW_RETURN_IF_ERROR(d.Bytes(&stored));
+      FW_ASSIGN_OR_RETURN(format::DataType type, format::DataType::Parse(type_text));
+      FW_ASSIGN_OR_RETURN(format::Codec codec, format::ParseCodec(codec_text));
+      if (steps > static_cast<uint64_t>(INT64_MAX)) return d.Error("step count out of range");
+      FW_ASSIGN_OR_RETURN(ChunkRef c, Chunk::FromCompressed(key, type, static_cast<int64_t>(steps), codec,
+                                                            std::move(stored)));
+      chunks[key] = std::move(c);
+      ++out.chunks;
+    } else if (payload[0] == 'I') {
+      std::string table;
+      Item item;
+      uint64_t bits = 0, ncols = 0;
+      FW_RETURN_IF_ERROR(d.Bytes(&table));
+      FW_RETURN_IF_ERROR(d.Varint(&item.key));
+      FW_RETURN_IF_ERROR(d.Fixed64(&bits));
+      std::memcpy(&item.priority, &bits, 8);
+      FW_RETURN_IF_ERROR(d.Bounded(&ncols, len, "column count"));
+      for (uint64_t c = 0; c < ncols; ++c) {
+        TrajectoryColumn col;
+        uint64_t offset = 0, length = 0, nchunks = 0;
+        FW_RETURN_IF_ERROR(d.Bytes(&col.name));
+        FW_RETURN_IF_ERROR(d.Varint(&offset));
+        FW_RETURN_IF_ERROR(d.Varint(&length));
+        FW_RETURN_IF_ERROR(d.Bounded(&nchunks, len, "chunk count"));
+        col.offset = static_cast<int64_t>(offset);
+        col.length = static_cast<int64_t>(length);
+        for (uint64_t k = 0; k < nchunks; ++k) {
+          uint64_t key = 0;
+          FW_RETURN_IF_ERROR(d.Varint(&key));
+          auto it = chunks.find(key);
+          if (it == chunks.end()) return d.Error(absl::StrCat("item ", item.key, " names chunk ", key, " not logged before it"));
+          col.chunks.push_back(it->second);
+        }
+        item.columns.push_back(std::move(col));
+      }
+      ++out.items;
+      FW_RETURN_IF_ERROR(fn(table, std::move(item)));
+    } else {
+      return d.Error("unknown record type");
+    }
+  }
+  if (pos < data.size()) {
+    // A torn record ends the segment: a crash cut it short (or the bytes
+    // after it are damaged; nothing after a bad record is trusted).
+    out.torn_bytes += static_cast<int64_t>(data.size() - pos);
+    if (!last) {
+      FW_LOG(WARNING) << "insert log: " << path << ": " << data.size() - pos
+                      << " bytes after the last good record, in a segment that is not the last";
+    }
+  }
+  return absl::OkStatus();
+}
+
 Result<InsertLogReplay> InsertLog::Replay(const std::string& dir, int64_t checkpoint_id,
                                           const std::function<Status(const std::string& table, Item item)>& fn) {
   InsertLogReplay out;
@@ -294,84 +379,7 @@ Result<InsertLogReplay> InsertLog::Replay(const std::string& dir, int64_t checkp
     if (!read.ok()) return read.status();
     const std::string& data = *read;
     ++out.segments;
-    if (data.size() < kMagicSize) {
-      out.torn_bytes += static_cast<int64_t>(data.size());
-      continue;  // created, then killed before its header was written
-    }
-    if (std::memcmp(data.data(), kMagic, kMagicSize) != 0) {
-      return absl::DataLossError(absl::StrCat("insert log: ", path, " is not an insert log segment"));
-    }
-    absl::flat_hash_map<uint64_t, ChunkRef> chunks;
-    size_t pos = kMagicSize;
-    while (pos < data.size()) {
-      if (data.size() - pos < kRecordHeader) break;
-      uint32_t len = 0;
-      uint64_t sum = 0;
-      std::memcpy(&len, data.data() + pos, 4);
-      std::memcpy(&sum, data.data() + pos + 4, 8);
-      if (len == 0 || len > kMaxRecord || len > data.size() - pos - kRecordHeader) break;
-      const std::string_view payload(data.data() + pos + kRecordHeader, len);
-      if (Checksum64(payload) != sum) break;
-      pos += kRecordHeader + len;
-      Decoder d(reinterpret_cast<const uint8_t*>(payload.data()) + 1, payload.size() - 1,
-                absl::StrCat("insert log ", path, " record at byte ", pos - kRecordHeader - len));
-      if (payload[0] == 'C') {
-        uint64_t key = 0, steps = 0;
-        std::string type_text, codec_text, stored;
-        FW_RETURN_IF_ERROR(d.Varint(&key));
-        FW_RETURN_IF_ERROR(d.Bytes(&type_text));
-        FW_RETURN_IF_ERROR(d.Varint(&steps));
-        FW_RETURN_IF_ERROR(d.Bytes(&codec_text));
-        FW_RETURN_IF_ERROR(d.Bytes(&stored));
-        FW_ASSIGN_OR_RETURN(format::DataType type, format::DataType::Parse(type_text));
-        FW_ASSIGN_OR_RETURN(format::Codec codec, format::ParseCodec(codec_text));
-        if (steps > static_cast<uint64_t>(INT64_MAX)) return d.Error("step count out of range");
-        FW_ASSIGN_OR_RETURN(ChunkRef c, Chunk::FromCompressed(key, type, static_cast<int64_t>(steps), codec,
-                                                              std::move(stored)));
-        chunks[key] = std::move(c);
-        ++out.chunks;
-      } else if (payload[0] == 'I') {
-        std::string table;
-        Item item;
-        uint64_t bits = 0, ncols = 0;
-        FW_RETURN_IF_ERROR(d.Bytes(&table));
-        FW_RETURN_IF_ERROR(d.Varint(&item.key));
-        FW_RETURN_IF_ERROR(d.Fixed64(&bits));
-        std::memcpy(&item.priority, &bits, 8);
-        FW_RETURN_IF_ERROR(d.Bounded(&ncols, len, "column count"));
-        for (uint64_t c = 0; c < ncols; ++c) {
-          TrajectoryColumn col;
-          uint64_t offset = 0, length = 0, nchunks = 0;
-          FW_RETURN_IF_ERROR(d.Bytes(&col.name));
-          FW_RETURN_IF_ERROR(d.Varint(&offset));
-          FW_RETURN_IF_ERROR(d.Varint(&length));
-          FW_RETURN_IF_ERROR(d.Bounded(&nchunks, len, "chunk count"));
-          col.offset = static_cast<int64_t>(offset);
-          col.length = static_cast<int64_t>(length);
-          for (uint64_t k = 0; k < nchunks; ++k) {
-            uint64_t key = 0;
-            FW_RETURN_IF_ERROR(d.Varint(&key));
-            auto it = chunks.find(key);
-            if (it == chunks.end()) return d.Error(absl::StrCat("item ", item.key, " names chunk ", key, " not logged before it"));
-            col.chunks.push_back(it->second);
-          }
-          item.columns.push_back(std::move(col));
-        }
-        ++out.items;
-        FW_RETURN_IF_ERROR(fn(table, std::move(item)));
-      } else {
-        return d.Error("unknown record type");
-      }
-    }
-    if (pos < data.size()) {
-      // A torn record ends the segment: a crash cut it short (or the bytes
-      // after it are damaged; nothing after a bad record is trusted).
-      out.torn_bytes += static_cast<int64_t>(data.size() - pos);
-      if (si + 1 < segments.size()) {
-        FW_LOG(WARNING) << "insert log: " << path << ": " << data.size() - pos
-                        << " bytes after the last good record, in a segment that is not the last";
-      }
-    }
+    FW_RETURN_IF_ERROR(ReplaySegment(data, path, si + 1 == segments.size(), &out, fn));
   }
   return out;
 }

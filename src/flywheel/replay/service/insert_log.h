@@ -79,6 +79,14 @@ class InsertLog {
   static Result<InsertLogReplay> Replay(const std::string& dir, int64_t checkpoint_id,
                                         const std::function<Status(const std::string& table, Item item)>& fn);
 
+  // One segment's bytes (`path` names it in errors; `last`: the newest
+  // segment, where a torn tail is expected): decodes its records, calling
+  // `fn` for each item. The fuzz target (fuzz/insert_log_fuzz.cc) passes
+  // verify_checksums = false to reach the decoders.
+  static Status ReplaySegment(std::string_view data, const std::string& path, bool last, InsertLogReplay* out,
+                              const std::function<Status(const std::string& table, Item item)>& fn,
+                              bool verify_checksums = true);
+
   int64_t items_appended() const { return items_appended_.load(); }
   int64_t bytes_appended() const { return bytes_appended_.load(); }
 
