@@ -459,6 +459,10 @@ class PyTable {
 }  // namespace
 
 void RegisterTable(py::module_& m) {
+  m.def(
+      "predicate_column",
+      [](const std::string& where) { return ValueOrThrow(table::Predicate::Parse(where)).column; },
+      py::arg("where"), "The column a 'column OP value' predicate reads (ValueError if it is malformed).");
   py::class_<PyScan>(m, "ScanIterator", "Batches of one table version; see Table.scan.")
       .def("__iter__", [](PyScan& s) -> PyScan& { return s; })
       .def("__next__", &PyScan::Next);

@@ -51,16 +51,6 @@ def _props(properties: Optional[Mapping[str, Any]]) -> Dict[str, str]:
     return {str(k): str(v) for k, v in properties.items()}
 
 
-def _where_column(where: str) -> str:
-    """The column a ``"column OP value"`` predicate reads (parsed as the C++
-    Predicate::Parse does: the text before the first operator)."""
-    for i in range(len(where)):
-        for op in ("==", "!=", "<=", ">=", "<", ">"):
-            if where.startswith(op, i):
-                return where[:i].strip(" ")
-    return ""
-
-
 def _names(columns: Optional[Iterable[str]]) -> List[str]:
     if columns is None:
         return []
@@ -520,7 +510,7 @@ class Table:
         if where is None or _catalog.default_catalog() is None:
             return
         policy = _catalog._policy_for([self.path])
-        column = _where_column(where)
+        column = _core.predicate_column(where)
         if policy is not None and column in policy.columns:
             _catalog._audit_denied(action, policy.columns[column][2], {"columns": [column], "where": True})
             raise PermissionError(

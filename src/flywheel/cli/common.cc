@@ -1,17 +1,14 @@
 #include "flywheel/cli/common.h"
 
-#include <cerrno>
-#include <cstdlib>
-
-#include "flywheel/cli/commands.h"
-
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 
 #include "absl/strings/str_cat.h"
 #include "flywheel/base/logging.h"
+#include "flywheel/cli/commands.h"
 
 namespace flywheel::cli {
 

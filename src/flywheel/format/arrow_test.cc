@@ -11,6 +11,27 @@
 namespace flywheel::format {
 namespace {
 
+// A struct schema (Arrow's record-batch form) with one child of `format`
+// named `name`, owned by the test; release callbacks only mark it released.
+// Not copyable: `top` points at `child`.
+struct OneChildSchema {
+  ArrowSchema child{};
+  ArrowSchema* kids[1] = {&child};
+  ArrowSchema top{};
+  OneChildSchema(const char* format, const char* name, int64_t flags = 0) {
+    child.format = format;
+    child.name = name;
+    child.flags = flags;
+    child.release = [](ArrowSchema* x) { x->release = nullptr; };
+    top.format = "+s";
+    top.n_children = 1;
+    top.children = kids;
+    top.release = child.release;
+  }
+  OneChildSchema(const OneChildSchema&) = delete;
+  OneChildSchema& operator=(const OneChildSchema&) = delete;
+};
+
 using ::testing::HasSubstr;
 
 RecordBatch SampleBatch() {
@@ -126,17 +147,8 @@ TEST(ArrowTest, ImportHonoursArrayOffsetsAndInt32Offsets) {
     released = true;
     x->release = nullptr;
   };
-  ArrowSchema child{};
-  child.format = "u";
-  child.name = "s";
-  child.flags = ARROW_FLAG_NULLABLE;
-  child.release = [](ArrowSchema* x) { x->release = nullptr; };
-  ArrowSchema* skids[] = {&child};
-  ArrowSchema top_s{};
-  top_s.format = "+s";
-  top_s.n_children = 1;
-  top_s.children = skids;
-  top_s.release = child.release;
+  OneChildSchema schema("u", "s", ARROW_FLAG_NULLABLE);
+  ArrowSchema& top_s = schema.top;
   {
     auto b = ImportBatch(&top, top_s);
     ASSERT_TRUE(b.ok()) << b.status();
@@ -256,18 +268,9 @@ TEST(ArrowTest, TemporalTypesMapToIntegersWithTheirTagsAndBack) {
                             TypeId::kInt32, TypeId::kInt64, TypeId::kInt64};
   for (int i = 0; i < 8; ++i) {
     SCOPED_TRACE(formats[i]);
-    ArrowSchema child{};
-    child.format = formats[i];
-    child.name = "t";
-    child.release = [](ArrowSchema* x) { x->release = nullptr; };
-    ArrowSchema* kids[] = {&child};
-    ArrowSchema top{};
-    top.format = "+s";
-    top.n_children = 1;
-    top.children = kids;
-    top.release = child.release;
+    OneChildSchema one(formats[i], "t");
     LogicalTypes logical;
-    auto schema = ImportSchema(top, &logical);
+    auto schema = ImportSchema(one.top, &logical);
     ASSERT_TRUE(schema.ok()) << schema.status();
     EXPECT_EQ(schema->fields[0].type, DataType::Scalar(storage[i]));
     EXPECT_EQ(logical["t"], tags[i]);
@@ -286,16 +289,9 @@ TEST(ArrowTest, TemporalTypesMapToIntegersWithTheirTagsAndBack) {
 }
 
 TEST(ArrowTest, UnsupportedTypesNameTheColumnAndType) {
-  ArrowSchema ts{};
-  ts.format = "d:12,2";
-  ts.name = "when";
-  ts.release = [](ArrowSchema* x) { x->release = nullptr; };
-  ArrowSchema* kids[] = {&ts};
-  ArrowSchema top{};
-  top.format = "+s";
-  top.n_children = 1;
-  top.children = kids;
-  top.release = ts.release;
+  OneChildSchema one("d:12,2", "when");
+  ArrowSchema& ts = one.child;
+  ArrowSchema& top = one.top;
   auto r = ImportSchema(top);
   ASSERT_FALSE(r.ok());
   EXPECT_THAT(std::string(r.status().message()), HasSubstr("column 'when'"));

@@ -1,6 +1,5 @@
 #include "flywheel/replay/service/insert_log.h"
 
-#include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -25,7 +24,6 @@ namespace {
 
 using internal_format::Decoder;
 using internal_format::PutBytes;
-using internal_format::PutFixed32;
 using internal_format::PutFixed64;
 using internal_format::PutVarint;
 
@@ -45,10 +43,10 @@ std::string SegmentPath(const std::string& dir, int64_t n) { return absl::StrCat
 // Numbers of the files named <prefix><n><suffix> in `dir`, ascending.
 std::vector<int64_t> Numbered(const std::string& dir, std::string_view prefix, std::string_view suffix) {
   std::vector<int64_t> out;
-  DIR* d = ::opendir(dir.c_str());
-  if (d == nullptr) return out;
-  while (dirent* e = ::readdir(d)) {
-    std::string_view name = e->d_name;
+  auto entries = io::PosixFileSystem()->List(dir);
+  if (!entries.ok()) return out;
+  for (const io::FileInfo& e : *entries) {
+    std::string_view name = e.name;
     if (name.size() <= prefix.size() + suffix.size() || name.substr(0, prefix.size()) != prefix ||
         name.substr(name.size() - suffix.size()) != suffix) {
       continue;
@@ -59,43 +57,51 @@ std::vector<int64_t> Numbered(const std::string& dir, std::string_view prefix, s
       out.push_back(n);
     }
   }
-  ::closedir(d);
   std::sort(out.begin(), out.end());
   return out;
 }
 
-void AppendRecord(std::string* out, const std::string& payload) {
-  PutFixed32(out, static_cast<uint32_t>(payload.size()));
-  PutFixed64(out, Checksum64(payload));
-  out->append(payload);
+// Appends one record to `out`: `payload` writes its bytes straight after a
+// 12-byte header that is filled in afterwards (no copy of the payload).
+template <typename Payload>
+void AppendRecord(std::string* out, Payload&& payload) {
+  const size_t at = out->size();
+  out->resize(at + kRecordHeader);
+  payload(out);
+  const uint32_t len = static_cast<uint32_t>(out->size() - at - kRecordHeader);
+  const uint64_t sum = Checksum64(out->data() + at + kRecordHeader, len);
+  std::memcpy(out->data() + at, &len, 4);
+  std::memcpy(out->data() + at + 4, &sum, 8);
 }
 
-std::string ChunkPayload(const Chunk& c) {
-  std::string p = "C";
-  PutVarint(&p, c.key());
-  PutBytes(&p, c.step_type().ToString());
-  PutVarint(&p, static_cast<uint64_t>(c.num_steps()));
-  PutBytes(&p, format::CodecName(c.codec()));
-  PutBytes(&p, c.compressed());
-  return p;
+void AppendChunkRecord(std::string* out, const Chunk& c) {
+  AppendRecord(out, [&](std::string* p) {
+    p->push_back('C');
+    PutVarint(p, c.key());
+    PutBytes(p, c.step_type().ToString());
+    PutVarint(p, static_cast<uint64_t>(c.num_steps()));
+    PutBytes(p, format::CodecName(c.codec()));
+    PutBytes(p, c.compressed());
+  });
 }
 
-std::string ItemPayload(const std::string& table, const Item& item) {
-  std::string p = "I";
-  PutBytes(&p, table);
-  PutVarint(&p, item.key);
-  uint64_t bits;
-  std::memcpy(&bits, &item.priority, 8);
-  PutFixed64(&p, bits);
-  PutVarint(&p, item.columns.size());
-  for (const auto& col : item.columns) {
-    PutBytes(&p, col.name);
-    PutVarint(&p, static_cast<uint64_t>(col.offset));
-    PutVarint(&p, static_cast<uint64_t>(col.length));
-    PutVarint(&p, col.chunks.size());
-    for (const auto& c : col.chunks) PutVarint(&p, c->key());
-  }
-  return p;
+void AppendItemRecord(std::string* out, const std::string& table, const Item& item) {
+  AppendRecord(out, [&](std::string* p) {
+    p->push_back('I');
+    PutBytes(p, table);
+    PutVarint(p, item.key);
+    uint64_t bits;
+    std::memcpy(&bits, &item.priority, 8);
+    PutFixed64(p, bits);
+    PutVarint(p, item.columns.size());
+    for (const auto& col : item.columns) {
+      PutBytes(p, col.name);
+      PutVarint(p, static_cast<uint64_t>(col.offset));
+      PutVarint(p, static_cast<uint64_t>(col.length));
+      PutVarint(p, col.chunks.size());
+      for (const auto& c : col.chunks) PutVarint(p, c->key());
+    }
+  });
 }
 
 Status WriteAll(int fd, const std::string& data, const std::string& path) {
@@ -181,10 +187,10 @@ Status InsertLog::Append(const std::string& table, const Item& item) {
   const size_t before = pending_.size();
   for (const auto& col : item.columns) {
     for (const auto& c : col.chunks) {
-      if (logged_chunks_.insert(c->key()).second) AppendRecord(&pending_, ChunkPayload(*c));
+      if (logged_chunks_.insert(c->key()).second) AppendChunkRecord(&pending_, *c);
     }
   }
-  AppendRecord(&pending_, ItemPayload(table, item));
+  AppendItemRecord(&pending_, table, item);
   bytes_appended_ += static_cast<int64_t>(pending_.size() - before);
   const uint64_t mine = ++queued_seq_;
   while (written_seq_ < mine && broken_.ok()) {
