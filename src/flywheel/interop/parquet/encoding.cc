@@ -444,6 +444,38 @@ Result<size_t> DecodeRleBitPacked(const uint8_t* data, size_t size, int bit_widt
   return c.pos;
 }
 
+Result<int64_t> CountRleBitPacked(const uint8_t* data, size_t size, int bit_width, int64_t n) {
+  if (bit_width < 0 || bit_width > 32) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(kRle, ": bit width ", bit_width, " outside [0, 32]"));
+  }
+  if (n < 0) return absl::InvalidArgumentError(absl::StrCat(kRle, ": negative count ", n));
+  Cursor c{data, size, 0};
+  const size_t value_bytes = static_cast<size_t>(bit_width + 7) / 8;
+  const uint64_t width = static_cast<uint64_t>(bit_width);
+  int64_t done = 0;
+  while (done < n && c.remaining() > 0) {
+    const size_t run_at = c.pos;
+    FW_ASSIGN_OR_RETURN(const uint64_t header, ReadUleb(c, kRle, "run header"));
+    const uint64_t left = static_cast<uint64_t>(n - done);
+    if (header & 1) {
+      const uint64_t groups = header >> 1;
+      if (width > 0 && groups > c.remaining() / width) {
+        return absl::DataLossError(
+            absl::StrCat(kRle, ": bit-packed run at byte ", run_at, " of ", groups, " groups of ",
+                         width, " bytes runs past the end (", c.remaining(), " bytes remain)"));
+      }
+      c.pos += groups * width;
+      done += static_cast<int64_t>(groups > left / 8 ? left : groups * 8);
+    } else {
+      if (c.remaining() < value_bytes) return done;
+      c.pos += value_bytes;
+      done += static_cast<int64_t>(std::min(header >> 1, left));
+    }
+  }
+  return done;
+}
+
 Result<size_t> DecodeBitPackedLegacy(const uint8_t* data, size_t size, int bit_width, int64_t n,
                                      uint32_t* out) {
   if (bit_width < 0 || bit_width > 32) {

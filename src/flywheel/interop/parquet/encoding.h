@@ -47,6 +47,14 @@ int BitWidth(uint64_t max_value);
 Result<size_t> DecodeRleBitPacked(const uint8_t* data, size_t size, int bit_width, int64_t n,
                                   uint32_t* out);
 
+// How many of `n` values the RLE / bit-packed stream really holds (at most
+// `n`), read from its run headers alone: nothing is decoded or allocated, so
+// a caller checks a header's count against the stream before sizing arrays
+// by it. A run that cannot be read (a bit-packed run past the end, a value
+// wider than `bit_width`) is an error; running out of bytes is not (the count
+// so far is returned).
+Result<int64_t> CountRleBitPacked(const uint8_t* data, size_t size, int bit_width, int64_t n);
+
 // The deprecated BIT_PACKED level encoding: `n` values of `bit_width` bits
 // packed most significant bit first. Returns bytes consumed
 // (ceil(n * bit_width / 8)).

@@ -838,3 +838,25 @@ TEST(ByteStreamSplitTest, RoundTripsEveryWidthAndRejectsShortInput) {
 
 }  // namespace
 }  // namespace flywheel::parquet
+
+namespace flywheel::parquet {
+namespace {
+
+TEST(CountRleBitPackedTest, CountsWhatTheRunsHoldWithoutDecoding) {
+  // An RLE run of 5 ones, then a bit-packed run of 1 group (8 values) at width 1.
+  const std::string s = Bytes({5 << 1, 1, (1 << 1) | 1, 0xAA});
+  EXPECT_EQ(*CountRleBitPacked(U8(s), s.size(), 1, 100), 13);
+  EXPECT_EQ(*CountRleBitPacked(U8(s), s.size(), 1, 7), 7);  // stops at n
+  // A run header claiming two billion repeats holds them (that is RLE), but
+  // a stream that ends first holds only what it has.
+  const std::string big = Bytes({0xFE, 0xFF, 0xFF, 0xFF, 0x0F, 1});  // (2^31 - 1) ones
+  EXPECT_EQ(*CountRleBitPacked(U8(big), big.size(), 1, int64_t{1} << 40), (int64_t{1} << 31) - 1);
+  EXPECT_EQ(*CountRleBitPacked(U8(big), big.size() - 1, 1, 10), 0);  // the run's value is missing
+  // A bit-packed run past the end is an error, as in the decoder.
+  const std::string past = Bytes({(100 << 1) | 1, 0});
+  EXPECT_THAT(CountRleBitPacked(U8(past), past.size(), 3, 10).status().message(), HasSubstr("runs past the end"));
+  EXPECT_FALSE(CountRleBitPacked(U8(s), s.size(), 33, 1).ok());
+}
+
+}  // namespace
+}  // namespace flywheel::parquet

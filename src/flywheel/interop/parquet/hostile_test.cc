@@ -41,9 +41,10 @@ uint32_t Le32(const char* p) {
 }
 
 // `file` with the first page of row group 0, column 0 rewritten by `edit`
-// (its header re-serialized; offsets in the footer moved to match).
-template <typename Edit>
-std::string RewriteFirstPage(const std::string& file, Edit edit) {
+// (its header re-serialized; offsets in the footer moved to match) and its
+// footer by `edit_meta`.
+template <typename Edit, typename EditMeta>
+std::string RewriteFirstPage(const std::string& file, Edit edit, EditMeta edit_meta) {
   const uint32_t footer_len = Le32(file.data() + file.size() - 8);
   const size_t footer_start = file.size() - 8 - footer_len;
   auto meta = ParseFileMetaData(reinterpret_cast<const uint8_t*>(file.data()) + footer_start, footer_len);
@@ -74,6 +75,7 @@ std::string RewriteFirstPage(const std::string& file, Edit edit) {
     if (rg.file_offset) shift(*rg.file_offset);
   }
   cm.total_compressed_size += delta;
+  edit_meta(*meta);
   const std::string footer = SerializeFileMetaData(*meta);
   std::string out = file.substr(0, start) + header + body +
                     file.substr(start + old_len, footer_start - start - old_len) + footer;
@@ -81,6 +83,11 @@ std::string RewriteFirstPage(const std::string& file, Edit edit) {
   out.append(reinterpret_cast<const char*>(&len), 4);
   out += "PAR1";
   return out;
+}
+
+template <typename Edit>
+std::string RewriteFirstPage(const std::string& file, Edit edit) {
+  return RewriteFirstPage(file, edit, [](FileMetaData&) {});
 }
 
 // Reads `path` whole in a child process limited to `cap_mb` of address
@@ -163,6 +170,55 @@ TEST_F(HostileParquetTest, WriterStoresPageCrcsAndAFlippedPageByteIsCaught) {
   EXPECT_NE(got.find("page CRC mismatch"), std::string::npos) << got;
   // The check can be skipped: the file then reads (a value has changed).
   EXPECT_EQ(ReadUnderCap(Put("flipped.parquet", flipped), 256, /*verify_crc=*/false), "ok");
+}
+
+// Headers that lie about counts: a page or a footer claiming billions of
+// values is checked against what its level and value streams really hold
+// before any array is sized by the claim.
+TEST_F(HostileParquetTest, PageClaimingTwoBillionValuesIsRefusedUnderTheCap) {
+  constexpr int32_t kClaim = 2147483647;
+  for (const char* name : {"flat_uncompressed", "flat_v2"}) {
+    SCOPED_TRACE(name);
+    const std::string lying = RewriteFirstPage(
+        ReadBytes(kTestData + "/" + name + ".parquet"),
+        [](PageHeader& h, std::string&) {
+          if (h.data_page_header) h.data_page_header->num_values = kClaim;
+          if (h.data_page_header_v2) {
+            h.data_page_header_v2->num_values = kClaim;
+            h.data_page_header_v2->num_rows = kClaim;
+          }
+          h.crc.reset();
+        },
+        // The footer agrees with the page, so only the page's streams can
+        // tell the claim is false.
+        [](FileMetaData& m) {
+          m.row_groups[0].columns[0].meta_data->num_values = kClaim;
+          m.row_groups[0].num_rows = kClaim;
+          m.num_rows = kClaim;
+        });
+    const std::string got = ReadUnderCap(Put("claims_2e9_values.parquet", lying), 256);
+    EXPECT_EQ(got.rfind("error: ", 0), 0u) << got;
+    EXPECT_NE(got.find("claims 2147483647 values"), std::string::npos) << got;
+  }
+}
+
+TEST_F(HostileParquetTest, FooterClaimingATrillionValuesIsRefusedUnderTheCap) {
+  const std::string file = ReadBytes(kTestData + "/flat_uncompressed.parquet");
+  auto keep_page = [](PageHeader&, std::string&) {};
+  // The chunk's count disagrees with the row group's rows.
+  std::string got = ReadUnderCap(Put("chunk_1e12.parquet", RewriteFirstPage(file, keep_page, [](FileMetaData& m) {
+                                       m.row_groups[0].columns[0].meta_data->num_values = 1000000000000;
+                                     })),
+                                 256);
+  EXPECT_NE(got.find("the column chunk says 1000000000000 values, the row group 500 rows"), std::string::npos) << got;
+  // Chunk and row group agree; the pages run out.
+  got = ReadUnderCap(Put("rows_1e12.parquet", RewriteFirstPage(file, keep_page, [](FileMetaData& m) {
+                       for (auto& c : m.row_groups[0].columns) c.meta_data->num_values = 1000000000000;
+                       m.row_groups[0].num_rows = 1000000000000;
+                       m.num_rows = 1000000000000;
+                     })),
+                     256);
+  EXPECT_NE(got.find("ends after 500 of its 1000000000000 values"), std::string::npos) << got;
 }
 
 TEST_F(HostileParquetTest, ReferenceFilesStillReadUnderTheCap) {

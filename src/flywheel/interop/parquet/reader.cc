@@ -599,18 +599,22 @@ Result<std::vector<int>> ReaderImpl::Resolve(const std::vector<std::string>& col
 }
 
 // Levels of one page: RLE (v1: with a 4-byte length prefix) or the legacy
-// BIT_PACKED encoding. Returns the bytes used.
+// BIT_PACKED encoding, appended to `out` (which grows by `n`). The stream is
+// shown to hold `n` levels before anything is sized by `n`, so a page header
+// that lies about its count fails without allocating for it. Returns the
+// bytes used.
 Result<size_t> DecodeLevels(const uint8_t* data, size_t size, Encoding enc, int16_t max_level, int64_t n,
-                            bool v1_prefix, int16_t* out, std::vector<uint32_t>* scratch) {
-  scratch->resize(static_cast<size_t>(n));
-  uint32_t* tmp = scratch->data();
+                            bool v1_prefix, std::vector<int16_t>* out, std::vector<uint32_t>* scratch) {
   const int bw = BitWidth(static_cast<uint64_t>(max_level));
-  size_t used = 0;
+  const uint8_t* p = data;
+  size_t len = size;
   if (enc == Encoding::kBitPacked) {
-    FW_ASSIGN_OR_RETURN(used, DecodeBitPackedLegacy(data, size, bw, n, tmp));
+    if (static_cast<uint64_t>(n) > static_cast<uint64_t>(size) * 8 / static_cast<uint64_t>(bw)) {
+      return absl::DataLossError(absl::StrCat("the page claims ", n, " values but its ", size,
+                                              " bytes hold at most ", static_cast<uint64_t>(size) * 8 / bw,
+                                              " levels of ", bw, " bits"));
+    }
   } else if (enc == Encoding::kRle) {
-    size_t len = size;
-    const uint8_t* p = data;
     if (v1_prefix) {
       if (size < 4) return absl::DataLossError("level stream shorter than its 4-byte length");
       uint32_t l;
@@ -621,16 +625,32 @@ Result<size_t> DecodeLevels(const uint8_t* data, size_t size, Encoding enc, int1
       len = l;
       p = data + 4;
     }
-    FW_RETURN_IF_ERROR(DecodeRleBitPacked(p, len, bw, n, tmp).status());
-    used = v1_prefix ? 4 + len : len;
+    FW_ASSIGN_OR_RETURN(const int64_t held, CountRleBitPacked(p, len, bw, n));
+    if (held < n) {
+      return absl::DataLossError(absl::StrCat("the page claims ", n, " values but its ", len, "-byte level stream holds ",
+                                              held));
+    }
   } else {
     return absl::InvalidArgumentError(absl::StrCat("levels in unsupported encoding ", static_cast<int>(enc)));
   }
+  scratch->resize(static_cast<size_t>(n));
+  uint32_t* tmp = scratch->data();
+  size_t used = 0;
+  if (enc == Encoding::kBitPacked) {
+    FW_ASSIGN_OR_RETURN(used, DecodeBitPackedLegacy(data, size, bw, n, tmp));
+  } else {
+    FW_RETURN_IF_ERROR(DecodeRleBitPacked(p, len, bw, n, tmp).status());
+    used = v1_prefix ? 4 + len : len;
+  }
+  const size_t base = out->size();
+  out->resize(base + static_cast<size_t>(n));
+  int16_t* dst = out->data() + base;
   for (int64_t i = 0; i < n; ++i) {
     if (tmp[i] > static_cast<uint32_t>(max_level)) {
+      out->resize(base);
       return absl::DataLossError(absl::StrCat("level ", tmp[i], " of entry ", i, " exceeds the maximum ", max_level));
     }
-    out[i] = static_cast<int16_t>(tmp[i]);
+    dst[i] = static_cast<int16_t>(tmp[i]);
   }
   return used;
 }
@@ -657,8 +677,9 @@ Status ReaderImpl::DecodePage(int leaf, CompressionCodec codec, const PageHeader
   size_t size = len;
   size_t level_bytes = 0;
   const size_t base = static_cast<size_t>(out->entries);
-  if (ln.rep > 0) out->rep.resize(base + static_cast<size_t>(n));
-  if (ln.def > 0) out->def.resize(base + static_cast<size_t>(n));
+  if ((ln.rep > 0 && out->rep.size() != base) || (ln.def > 0 && out->def.size() != base)) {
+    return absl::InternalError("level arrays out of step with the entries read");
+  }
   if (v2) {
     const auto& v = *h.data_page_header_v2;
     if (v.repetition_levels_byte_length < 0 || v.definition_levels_byte_length < 0 ||
@@ -668,12 +689,12 @@ Status ReaderImpl::DecodePage(int leaf, CompressionCodec codec, const PageHeader
     const size_t rl = static_cast<size_t>(v.repetition_levels_byte_length);
     const size_t dl = static_cast<size_t>(v.definition_levels_byte_length);
     if (ln.rep > 0) {
-      FW_RETURN_IF_ERROR_CTX(DecodeLevels(body, rl, Encoding::kRle, ln.rep, n, false, &out->rep[base], &out->scratch).status(),
+      FW_RETURN_IF_ERROR_CTX(DecodeLevels(body, rl, Encoding::kRle, ln.rep, n, false, &out->rep, &out->scratch).status(),
                              "repetition levels");
     }
     if (ln.def > 0) {
       FW_RETURN_IF_ERROR_CTX(
-          DecodeLevels(body + rl, dl, Encoding::kRle, ln.def, n, false, &out->def[base], &out->scratch).status(),
+          DecodeLevels(body + rl, dl, Encoding::kRle, ln.def, n, false, &out->def, &out->scratch).status(),
           "definition levels");
     }
     level_bytes = rl + dl;
@@ -692,13 +713,13 @@ Status ReaderImpl::DecodePage(int leaf, CompressionCodec codec, const PageHeader
     size_t pos = 0;
     if (ln.rep > 0) {
       FW_ASSIGN_OR_RETURN_CTX(size_t used,
-                              DecodeLevels(data, size, v.repetition_level_encoding, ln.rep, n, true, &out->rep[base], &out->scratch),
+                              DecodeLevels(data, size, v.repetition_level_encoding, ln.rep, n, true, &out->rep, &out->scratch),
                               "repetition levels");
       pos += used;
     }
     if (ln.def > 0) {
       FW_ASSIGN_OR_RETURN_CTX(
-          size_t used, DecodeLevels(data + pos, size - pos, v.definition_level_encoding, ln.def, n, true, &out->def[base], &out->scratch),
+          size_t used, DecodeLevels(data + pos, size - pos, v.definition_level_encoding, ln.def, n, true, &out->def, &out->scratch),
           "definition levels");
       pos += used;
     }
@@ -731,6 +752,10 @@ Status ReaderImpl::DecodePage(int leaf, CompressionCodec codec, const PageHeader
     switch (enc) {
       case Encoding::kPlain: {
         if (pt == PhysicalType::kBoolean) {
+          if (static_cast<uint64_t>(present) > static_cast<uint64_t>(size) * 8) {
+            return absl::DataLossError(absl::StrCat("PLAIN: ", present, " booleans need more than the ", size,
+                                                    " bytes the page has"));
+          }
           return DecodePlainBoolean(data, size, present, add_fixed(present)).status();
         }
         if (pt == PhysicalType::kByteArray) return DecodePlainByteArray(data, size, present, &out->bytes).status();
@@ -749,6 +774,12 @@ Status ReaderImpl::DecodePage(int leaf, CompressionCodec codec, const PageHeader
         if (size < 1) return absl::DataLossError("dictionary indices: missing bit width");
         const int bw = data[0];
         if (bw > 32) return absl::DataLossError(absl::StrCat("dictionary index bit width ", bw, " > 32"));
+        FW_ASSIGN_OR_RETURN_CTX(const int64_t held, CountRleBitPacked(data + 1, size - 1, bw, present),
+                                "dictionary indices");
+        if (held < present) {
+          return absl::DataLossError(absl::StrCat("the page needs ", present, " dictionary indices, its ", size - 1,
+                                                  " bytes hold ", held));
+        }
         std::vector<uint32_t>& idx = out->scratch;  // the levels are decoded by now
         idx.resize(static_cast<size_t>(present));
         FW_RETURN_IF_ERROR_CTX(DecodeRleBitPacked(data + 1, size - 1, bw, present, idx.data()).status(),
@@ -776,6 +807,11 @@ Status ReaderImpl::DecodePage(int leaf, CompressionCodec codec, const PageHeader
         uint32_t l;
         std::memcpy(&l, data, 4);
         if (l > size - 4) return absl::DataLossError("RLE booleans: length beyond the page");
+        FW_ASSIGN_OR_RETURN(const int64_t held, CountRleBitPacked(data + 4, l, 1, present));
+        if (held < present) {
+          return absl::DataLossError(absl::StrCat("RLE booleans: the page needs ", present, " values, its ", l,
+                                                  " bytes hold ", held));
+        }
         std::vector<uint32_t> v(static_cast<size_t>(present));
         FW_RETURN_IF_ERROR(DecodeRleBitPacked(data + 4, l, 1, present, v.data()).status());
         uint8_t* dst = add_fixed(present);
@@ -835,6 +871,10 @@ Status ReaderImpl::DecodePage(int leaf, CompressionCodec codec, const PageHeader
         if (width == 0 || pt == PhysicalType::kBoolean || pt == PhysicalType::kInt96) {
           return absl::DataLossError("BYTE_STREAM_SPLIT on a column of variable or bit width");
         }
+        if (static_cast<uint64_t>(present) > size / width) {
+          return absl::DataLossError(absl::StrCat("BYTE_STREAM_SPLIT: ", present, " values of ", width,
+                                                  " bytes need more than the ", size, " bytes the page has"));
+        }
         return DecodeByteStreamSplit(data, size, width, present, add_fixed(present));
       }
       default:
@@ -874,6 +914,12 @@ Status ReaderImpl::ReadLeaf(int row_group, int leaf, LeafData* out) const {
                                             ") are outside the file's data [4, ", data_end_, ")"));
   }
   if (m.num_values < 0) return absl::DataLossError(absl::StrCat("negative value count ", m.num_values));
+  // A column that does not repeat holds one entry (value or null) per row.
+  const int64_t rows = meta_.row_groups[row_group].num_rows;
+  if (nodes_[leaf_nodes_[leaf]].rep == 0 && m.num_values != rows) {
+    return absl::DataLossError(absl::StrCat("the column chunk says ", m.num_values, " values, the row group ", rows,
+                                            " rows (a column that does not repeat has one entry per row)"));
+  }
   std::string owned;
   const uint8_t* chunk = nullptr;
   if (file_->mapped_data() != nullptr) {
@@ -938,6 +984,10 @@ Status ReaderImpl::ReadLeaf(int row_group, int leaf, LeafData* out) const {
                                ctx());
         if (leaf_utf8_[leaf]) FW_RETURN_IF_ERROR_CTX(CheckUtf8(dict_bytes, 0), ctx(), " (dictionary)");
       } else if (*el.type == PhysicalType::kBoolean) {
+        if (static_cast<uint64_t>(d.num_values) > static_cast<uint64_t>(page_buf.size()) * 8) {
+          return absl::DataLossError(absl::StrCat(ctx(), ": dictionary of ", d.num_values, " booleans needs more than the ",
+                                                  page_buf.size(), " bytes the page has"));
+        }
         dict_fixed.resize(static_cast<size_t>(d.num_values));
         FW_RETURN_IF_ERROR_CTX(DecodePlainBoolean(page_buf.data(), page_buf.size(), d.num_values, dict_fixed.data()).status(),
                                ctx());
