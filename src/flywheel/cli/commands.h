@@ -26,5 +26,7 @@ void AddRunCommand(CLI::App& app, int* exit_code);
 void AddServeCommand(CLI::App& app, int* exit_code);
 // `flywheel doctor`: this machine's limits and a job's bottleneck (doctor_command.cc).
 void AddDoctorCommand(CLI::App& app, int* exit_code);
+// `flywheel llm import|inspect` (llm_commands.cc).
+void AddLlmCommands(CLI::App& app, int* exit_code);
 
 }  // namespace flywheel::cli

@@ -25,6 +25,7 @@ int main(int argc, char** argv) {
   flywheel::cli::AddCatalogCommands(app, &exit_code);
   flywheel::cli::AddServeCommand(app, &exit_code);
   flywheel::cli::AddDoctorCommand(app, &exit_code);
+  flywheel::cli::AddLlmCommands(app, &exit_code);
 #ifdef FLYWHEEL_HAVE_REPLAY_SERVICE
   flywheel::cli::AddReplayCommands(app, &exit_code);
   flywheel::cli::AddRunCommand(app, &exit_code);

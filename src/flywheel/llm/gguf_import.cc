@@ -1,5 +1,8 @@
 #include "flywheel/llm/gguf_import.h"
 
+#include <charconv>
+#include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <vector>
 
@@ -81,6 +84,17 @@ int64_t IntOr(const GgufFile& g, std::string_view key, int64_t fallback) {
   return v.ok() ? *v : fallback;
 }
 
+// A float from the metadata as the shortest decimal that reads back as the
+// same float32 (1e-05, not 9.999999747378752e-06), as config.json has it.
+Result<double> ConfigFloat(const GgufFile& g, std::string_view key) {
+  FW_ASSIGN_OR_RETURN(const double v, g.Float(key));
+  const GgufValue* raw = g.Find(key);
+  if (raw->type != GgufType::kFloat32 || !std::isfinite(v)) return v;
+  char buf[32];
+  const auto r = std::to_chars(buf, buf + sizeof(buf), static_cast<float>(v));
+  return std::strtod(std::string(buf, r.ptr).c_str(), nullptr);
+}
+
 std::string TokenText(const GgufValue& tokens, int64_t id) {
   return id >= 0 && static_cast<uint64_t>(id) < tokens.strings.size() ? std::string(tokens.strings[id]) : "";
 }
@@ -139,8 +153,8 @@ Result<std::string> ConfigJsonFromGguf(const GgufFile& g) {
   FW_ASSIGN_OR_RETURN(const int64_t ffn, g.Int("llama.feed_forward_length"));
   FW_ASSIGN_OR_RETURN(const int64_t heads, g.Int("llama.attention.head_count"));
   const int64_t kv_heads = IntOr(g, "llama.attention.head_count_kv", heads);
-  FW_ASSIGN_OR_RETURN(const double eps, g.Float("llama.attention.layer_norm_rms_epsilon"));
-  auto theta = g.Float("llama.rope.freq_base");
+  FW_ASSIGN_OR_RETURN(const double eps, ConfigFloat(g, "llama.attention.layer_norm_rms_epsilon"));
+  auto theta = ConfigFloat(g, "llama.rope.freq_base");
   if (g.Find("llama.rope.scaling.type") != nullptr) {
     FW_ASSIGN_OR_RETURN(const std::string scaling, g.String("llama.rope.scaling.type"));
     if (scaling != "none") {
