@@ -1,0 +1,305 @@
+#include "flywheel/llm/kernels.h"
+
+// GCC 12 reports its own AVX-512 intrinsics' undefined-vector placeholders
+// as maybe-uninitialized (a known false positive).
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "flywheel/base/thread_pool.h"
+
+namespace flywheel::llm {
+namespace {
+
+constexpr int kLanes = 16;
+
+// The fixed tree that adds the 16 lanes of one dot product.
+inline float ReduceLanes(float* l) {
+  for (int i = 0; i < 8; ++i) l[i] = l[i] + l[i + 8];
+  for (int i = 0; i < 4; ++i) l[i] = l[i] + l[i + 4];
+  for (int i = 0; i < 2; ++i) l[i] = l[i] + l[i + 2];
+  return l[0] + l[1];
+}
+
+inline float Bf16(uint16_t h) {
+  const uint32_t bits = static_cast<uint32_t>(h) << 16;
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+inline float Load1(const float* p) { return *p; }
+inline float Load1(const uint16_t* p) { return Bf16(*p); }
+
+// The tail k in [k0, K): lane k - k0 (k0 is a multiple of 16), scalar fma as
+// every path does it.
+template <typename W>
+inline void Tail(const float* x, const W* w, int64_t k0, int64_t K, float* lanes) {
+  for (int64_t k = k0; k < K; ++k) lanes[k - k0] = std::fmaf(Load1(w + k), x[k], lanes[k - k0]);
+}
+
+// ---------------------------------------------------------------- AVX-512
+#define FW_AVX512 __attribute__((target("avx512f")))
+
+FW_AVX512 inline __m512 W512(const float* p) { return _mm512_loadu_ps(p); }
+FW_AVX512 inline __m512 W512(const uint16_t* p) {
+  const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+}
+
+template <int NR, int TR, typename W>
+FW_AVX512 void Tile512(const float* x, int64_t K, const W* w, float* y, int64_t ldy) {
+  __m512 acc[NR][TR];
+  for (int n = 0; n < NR; ++n)
+    for (int t = 0; t < TR; ++t) acc[n][t] = _mm512_setzero_ps();
+  int64_t k = 0;
+  for (; k + kLanes <= K; k += kLanes) {
+    __m512 xv[TR];
+    for (int t = 0; t < TR; ++t) xv[t] = _mm512_loadu_ps(x + t * K + k);
+    for (int n = 0; n < NR; ++n) {
+      const __m512 wv = W512(w + n * K + k);
+      for (int t = 0; t < TR; ++t) acc[n][t] = _mm512_fmadd_ps(wv, xv[t], acc[n][t]);
+    }
+  }
+  alignas(64) float lanes[kLanes];
+  for (int n = 0; n < NR; ++n) {
+    for (int t = 0; t < TR; ++t) {
+      _mm512_store_ps(lanes, acc[n][t]);
+      Tail(x + t * K, w + n * K, k, K, lanes);
+      y[t * ldy + n] = ReduceLanes(lanes);
+    }
+  }
+}
+
+FW_AVX512 float Dot512(const float* a, const float* b, int64_t n) {
+  __m512 acc = _mm512_setzero_ps();
+  int64_t k = 0;
+  for (; k + kLanes <= n; k += kLanes) acc = _mm512_fmadd_ps(_mm512_loadu_ps(b + k), _mm512_loadu_ps(a + k), acc);
+  alignas(64) float lanes[kLanes];
+  _mm512_store_ps(lanes, acc);
+  Tail(a, b, k, n, lanes);
+  return ReduceLanes(lanes);
+}
+
+// ---------------------------------------------------------------- AVX2+FMA
+#define FW_AVX2 __attribute__((target("avx2,fma")))
+
+struct V2 {
+  __m256 lo, hi;
+};
+FW_AVX2 inline V2 W256(const float* p) { return {_mm256_loadu_ps(p), _mm256_loadu_ps(p + 8)}; }
+FW_AVX2 inline V2 W256(const uint16_t* p) {
+  const __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+  const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 8));
+  return {_mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(a), 16)),
+          _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(b), 16))};
+}
+
+template <int NR, int TR, typename W>
+FW_AVX2 void Tile256(const float* x, int64_t K, const W* w, float* y, int64_t ldy) {
+  V2 acc[NR][TR];
+  for (int n = 0; n < NR; ++n)
+    for (int t = 0; t < TR; ++t) acc[n][t] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
+  int64_t k = 0;
+  for (; k + kLanes <= K; k += kLanes) {
+    V2 xv[TR];
+    for (int t = 0; t < TR; ++t) xv[t] = W256(x + t * K + k);
+    for (int n = 0; n < NR; ++n) {
+      const V2 wv = W256(w + n * K + k);
+      for (int t = 0; t < TR; ++t) {
+        acc[n][t].lo = _mm256_fmadd_ps(wv.lo, xv[t].lo, acc[n][t].lo);
+        acc[n][t].hi = _mm256_fmadd_ps(wv.hi, xv[t].hi, acc[n][t].hi);
+      }
+    }
+  }
+  alignas(32) float lanes[kLanes];
+  for (int n = 0; n < NR; ++n) {
+    for (int t = 0; t < TR; ++t) {
+      _mm256_store_ps(lanes, acc[n][t].lo);
+      _mm256_store_ps(lanes + 8, acc[n][t].hi);
+      Tail(x + t * K, w + n * K, k, K, lanes);
+      y[t * ldy + n] = ReduceLanes(lanes);
+    }
+  }
+}
+
+FW_AVX2 float Dot256(const float* a, const float* b, int64_t n) {
+  __m256 lo = _mm256_setzero_ps(), hi = _mm256_setzero_ps();
+  int64_t k = 0;
+  for (; k + kLanes <= n; k += kLanes) {
+    lo = _mm256_fmadd_ps(_mm256_loadu_ps(b + k), _mm256_loadu_ps(a + k), lo);
+    hi = _mm256_fmadd_ps(_mm256_loadu_ps(b + k + 8), _mm256_loadu_ps(a + k + 8), hi);
+  }
+  alignas(32) float lanes[kLanes];
+  _mm256_store_ps(lanes, lo);
+  _mm256_store_ps(lanes + 8, hi);
+  Tail(a, b, k, n, lanes);
+  return ReduceLanes(lanes);
+}
+
+// ---------------------------------------------------------------- portable
+template <int NR, int TR, typename W>
+void TilePortable(const float* x, int64_t K, const W* w, float* y, int64_t ldy) {
+  for (int n = 0; n < NR; ++n) {
+    for (int t = 0; t < TR; ++t) {
+      // Lane k mod 16, one fused multiply-add per step: the vector paths' order.
+      float lanes[kLanes] = {};
+      for (int64_t kk = 0; kk < K; ++kk) lanes[kk % kLanes] = std::fmaf(Load1(w + n * K + kk), x[t * K + kk], lanes[kk % kLanes]);
+      y[t * ldy + n] = ReduceLanes(lanes);
+    }
+  }
+}
+
+float DotPortable(const float* a, const float* b, int64_t n) {
+  float lanes[kLanes] = {};
+  for (int64_t k = 0; k < n; ++k) lanes[k % kLanes] = std::fmaf(b[k], a[k], lanes[k % kLanes]);
+  return ReduceLanes(lanes);
+}
+
+enum class Isa { kAvx512, kAvx2, kPortable };
+
+Isa DetectIsa() {
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx512f")) return Isa::kAvx512;
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return Isa::kAvx2;
+  return Isa::kPortable;
+}
+
+using TileFn = void (*)(const float*, int64_t, const void*, float*, int64_t);
+
+template <int NR, int TR, typename W, Isa I>
+void TileEntry(const float* x, int64_t K, const void* w, float* y, int64_t ldy) {
+  const W* wp = static_cast<const W*>(w);
+  if constexpr (I == Isa::kAvx512) {
+    Tile512<NR, TR, W>(x, K, wp, y, ldy);
+  } else if constexpr (I == Isa::kAvx2) {
+    Tile256<NR, TR, W>(x, K, wp, y, ldy);
+  } else {
+    TilePortable<NR, TR, W>(x, K, wp, y, ldy);
+  }
+}
+
+// Tiles up to 4 x 4 (AVX-512: 16 accumulators; AVX2 up to 2 x 2 in pairs of
+// 256-bit halves, else registers spill).
+template <typename W, Isa I>
+struct TileTable {
+  TileFn fn[4][4];
+  TileTable() {
+    Fill<1>();
+    Fill<2>();
+    Fill<3>();
+    Fill<4>();
+  }
+  template <int NR>
+  void Fill() {
+    fn[NR - 1][0] = &TileEntry<NR, 1, W, I>;
+    fn[NR - 1][1] = &TileEntry<NR, 2, W, I>;
+    fn[NR - 1][2] = &TileEntry<NR, 3, W, I>;
+    fn[NR - 1][3] = &TileEntry<NR, 4, W, I>;
+  }
+};
+
+class CpuKernels : public Kernels {
+ public:
+  CpuKernels(int threads, Isa isa) : pool_(std::max(1, threads)), isa_(isa) {}
+
+  void MatMul(const float* x, int64_t rows, const Matrix& w, float* y) override {
+    const int64_t N = w.rows, K = w.cols;
+    const bool bf16 = w.dtype == DType::kBF16;
+    const size_t wbytes = bf16 ? 2 : 4;
+    const int max_n = isa_ == Isa::kAvx2 ? 2 : 4;
+    const int max_t = isa_ == Isa::kAvx2 ? 2 : 4;
+    const TileFn(*table)[4] = Lookup(bf16);
+    // Split the output columns into chunks of whole tiles, a few per thread.
+    const int64_t tiles = (N + max_n - 1) / max_n;
+    const int64_t chunks = std::min<int64_t>(tiles, static_cast<int64_t>(pool_.num_threads()) * 4);
+    const uint8_t* wdata = w.data.data();
+    auto run = [&](int64_t c) {
+      const int64_t n0 = tiles * c / chunks * max_n;
+      const int64_t n1 = std::min<int64_t>(N, tiles * (c + 1) / chunks * max_n);
+      constexpr int64_t kRowBlock = 64;  // rows of x kept hot in cache while the chunk's weights stream
+      for (int64_t t0 = 0; t0 < rows; t0 += kRowBlock) {
+        const int64_t t1 = std::min(rows, t0 + kRowBlock);
+        for (int64_t n = n0; n < n1; n += max_n) {
+          const int nr = static_cast<int>(std::min<int64_t>(max_n, n1 - n));
+          const void* wp = wdata + static_cast<size_t>(n * K) * wbytes;
+          for (int64_t t = t0; t < t1; t += max_t) {
+            const int tr = static_cast<int>(std::min<int64_t>(max_t, t1 - t));
+            table[nr - 1][tr - 1](x + t * K, K, wp, y + t * N + n, N);
+          }
+        }
+      }
+    };
+    if (chunks <= 1 || pool_.num_threads() == 1) {
+      for (int64_t c = 0; c < chunks; ++c) run(c);
+    } else {
+      pool_.ParallelFor(0, chunks, run);
+    }
+  }
+
+  void ParallelFor(int64_t n, const std::function<void(int64_t, int64_t)>& fn) override {
+    if (n <= 0) return;
+    const int64_t chunks = std::min<int64_t>(n, static_cast<int64_t>(pool_.num_threads()) * 4);
+    if (chunks <= 1 || pool_.num_threads() == 1) return fn(0, n);
+    pool_.ParallelFor(0, chunks, [&](int64_t c) { fn(n * c / chunks, n * (c + 1) / chunks); });
+  }
+
+  int threads() const override { return pool_.num_threads(); }
+  std::string name() const override {
+    return absl::StrCat("cpu ", isa_ == Isa::kAvx512 ? "avx512" : isa_ == Isa::kAvx2 ? "avx2" : "portable", " x",
+                        pool_.num_threads(), " threads");
+  }
+
+ private:
+  template <typename W, Isa I>
+  static const TileTable<W, I>& Table() {
+    static const TileTable<W, I> t;
+    return t;
+  }
+  const TileFn (*Lookup(bool bf16) const)[4] {
+    switch (isa_) {
+      case Isa::kAvx512: return bf16 ? Table<uint16_t, Isa::kAvx512>().fn : Table<float, Isa::kAvx512>().fn;
+      case Isa::kAvx2: return bf16 ? Table<uint16_t, Isa::kAvx2>().fn : Table<float, Isa::kAvx2>().fn;
+      default: return bf16 ? Table<uint16_t, Isa::kPortable>().fn : Table<float, Isa::kPortable>().fn;
+    }
+  }
+
+  ThreadPool pool_;
+  Isa isa_;
+};
+
+Isa ParseIsa(const std::string& isa) {
+  if (isa == "avx512") return Isa::kAvx512;
+  if (isa == "avx2") return Isa::kAvx2;
+  if (isa == "portable") return Isa::kPortable;
+  return DetectIsa();
+}
+
+using DotFn = float (*)(const float*, const float*, int64_t);
+DotFn BestDot() {
+  switch (DetectIsa()) {
+    case Isa::kAvx512: return &Dot512;
+    case Isa::kAvx2: return &Dot256;
+    default: return &DotPortable;
+  }
+}
+
+}  // namespace
+
+std::unique_ptr<Kernels> MakeCpuKernels(int threads, const std::string& isa) {
+  Isa want = ParseIsa(isa);
+  const Isa have = DetectIsa();
+  if (want == Isa::kAvx512 && have != Isa::kAvx512) want = have;
+  if (want == Isa::kAvx2 && have == Isa::kPortable) want = have;
+  return std::make_unique<CpuKernels>(threads, want);
+}
+
+float Dot(const float* a, const float* b, int64_t n) {
+  static const DotFn fn = BestDot();
+  return fn(a, b, n);
+}
+
+}  // namespace flywheel::llm

@@ -1,0 +1,257 @@
+#include "flywheel/llm/model.h"
+
+#include <cstring>
+#include <set>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "flywheel/base/half.h"
+#include "flywheel/io/file_system.h"
+#include "nlohmann/json.hpp"
+
+namespace flywheel::llm {
+namespace {
+
+using json = nlohmann::json;
+
+Status Bad(std::string_view field, std::string_view why) {
+  return absl::InvalidArgumentError(absl::StrCat("config.json: ", AsAbsl(field), " ", AsAbsl(why)));
+}
+
+Result<int64_t> PositiveInt(const json& j, const char* field, int64_t fallback = -1) {
+  auto it = j.find(field);
+  if (it == j.end() || it->is_null()) {
+    if (fallback > 0) return fallback;
+    return Bad(field, "is missing");
+  }
+  if (!it->is_number_integer()) return Bad(field, absl::StrCat("must be a positive integer, got ", it->dump()));
+  const int64_t v = it->get<int64_t>();
+  if (v <= 0 || v > (int64_t{1} << 32)) return Bad(field, absl::StrCat("must be a positive integer, got ", v));
+  return v;
+}
+
+Result<double> Number(const json& j, const char* field, double fallback) {
+  auto it = j.find(field);
+  if (it == j.end() || it->is_null()) return fallback;
+  if (!it->is_number()) return Bad(field, absl::StrCat("must be a number, got ", it->dump()));
+  return it->get<double>();
+}
+
+float Bf16ToFloat(uint16_t h) {
+  const uint32_t bits = static_cast<uint32_t>(h) << 16;
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+
+uint16_t FloatToBf16(float f) {
+  uint32_t bits;
+  std::memcpy(&bits, &f, 4);
+  if ((bits & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((bits >> 16) | 0x40);
+  return static_cast<uint16_t>((bits + 0x7fffu + ((bits >> 16) & 1)) >> 16);
+}
+
+// Tensor `name` of the checkpoint as float32 values, checked against `shape`.
+Result<std::vector<float>> Floats(const Checkpoint& ck, const std::string& name, std::vector<int64_t> shape,
+                                  std::set<std::string>* used) {
+  const TensorView* t = ck.Find(name);
+  if (t == nullptr) return absl::NotFoundError(absl::StrCat("the checkpoint lacks tensor '", name, "'"));
+  if (t->shape != shape) {
+    return absl::InvalidArgumentError(absl::StrCat("tensor '", name, "' is [", absl::StrJoin(t->shape, ", "),
+                                                   "], config.json implies [", absl::StrJoin(shape, ", "), "]"));
+  }
+  used->insert(name);
+  std::vector<float> out(static_cast<size_t>(t->elements()));
+  switch (t->dtype) {
+    case DType::kF32:
+      std::memcpy(out.data(), t->data, out.size() * 4);
+      break;
+    case DType::kBF16:
+      for (size_t k = 0; k < out.size(); ++k) {
+        uint16_t h;
+        std::memcpy(&h, t->data + 2 * k, 2);
+        out[k] = Bf16ToFloat(h);
+      }
+      break;
+    case DType::kF16:
+      for (size_t k = 0; k < out.size(); ++k) {
+        uint16_t h;
+        std::memcpy(&h, t->data + 2 * k, 2);
+        out[k] = static_cast<float>(HalfToDouble(h));
+      }
+      break;
+    default:
+      return absl::InvalidArgumentError(absl::StrCat("tensor '", name, "' is ", AsAbsl(DTypeName(t->dtype)),
+                                                     " (the engine reads F32, BF16 and F16 weights)"));
+  }
+  return out;
+}
+
+Matrix ToMatrix(const std::vector<float>& v, int64_t rows, int64_t cols, DType dtype) {
+  Matrix m;
+  m.rows = rows;
+  m.cols = cols;
+  m.dtype = dtype;
+  if (dtype == DType::kBF16) {
+    m.data.resize(v.size() * 2);
+    uint16_t* d = reinterpret_cast<uint16_t*>(m.data.data());
+    for (size_t k = 0; k < v.size(); ++k) d[k] = FloatToBf16(v[k]);
+  } else {
+    m.data.resize(v.size() * 4);
+    std::memcpy(m.data.data(), v.data(), m.data.size());
+  }
+  return m;
+}
+
+}  // namespace
+
+void Matrix::Row(int64_t r, float* out) const {
+  if (dtype == DType::kBF16) {
+    const uint16_t* p = bf16() + r * cols;
+    for (int64_t k = 0; k < cols; ++k) out[k] = Bf16ToFloat(p[k]);
+  } else {
+    std::memcpy(out, f32() + r * cols, static_cast<size_t>(cols) * 4);
+  }
+}
+
+Result<ModelConfig> ModelConfig::FromJson(std::string_view text) {
+  json j = json::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded() || !j.is_object()) return absl::InvalidArgumentError("config.json is not a JSON object");
+  ModelConfig c;
+  if (auto mt = j.find("model_type"); mt != j.end() && !(mt->is_string() && (*mt == "llama" || *mt == "mistral" ||
+                                                                              *mt == "qwen2"))) {
+    return absl::UnimplementedError(absl::StrCat("config.json: model_type ", mt->dump(),
+                                                 " is not a Llama-style decoder the engine runs"));
+  }
+  FW_ASSIGN_OR_RETURN(c.vocab_size, PositiveInt(j, "vocab_size"));
+  FW_ASSIGN_OR_RETURN(c.hidden_size, PositiveInt(j, "hidden_size"));
+  FW_ASSIGN_OR_RETURN(c.intermediate_size, PositiveInt(j, "intermediate_size"));
+  FW_ASSIGN_OR_RETURN(c.num_layers, PositiveInt(j, "num_hidden_layers"));
+  FW_ASSIGN_OR_RETURN(c.num_heads, PositiveInt(j, "num_attention_heads"));
+  FW_ASSIGN_OR_RETURN(c.num_kv_heads, PositiveInt(j, "num_key_value_heads", c.num_heads));
+  if (c.hidden_size % c.num_heads != 0 && !j.contains("head_dim")) {
+    return Bad("hidden_size", "must be a multiple of num_attention_heads (or head_dim given)");
+  }
+  FW_ASSIGN_OR_RETURN(c.head_dim, PositiveInt(j, "head_dim", c.hidden_size / std::max<int64_t>(c.num_heads, 1)));
+  FW_ASSIGN_OR_RETURN(c.max_position, PositiveInt(j, "max_position_embeddings", 2048));
+  if (c.num_heads % c.num_kv_heads != 0) {
+    return Bad("num_key_value_heads", absl::StrCat("must divide num_attention_heads (", c.num_heads, ")"));
+  }
+  if (c.head_dim % 2 != 0) return Bad("head_dim", "must be even (rotary embeddings rotate pairs)");
+  FW_ASSIGN_OR_RETURN(c.rms_eps, Number(j, "rms_norm_eps", 1e-6));
+  if (!(c.rms_eps > 0 && c.rms_eps < 1)) return Bad("rms_norm_eps", "must be in (0, 1)");
+  FW_ASSIGN_OR_RETURN(c.rope_theta, Number(j, "rope_theta", 10000.0));
+  if (auto rp = j.find("rope_parameters"); rp != j.end() && !rp->is_null()) {
+    if (!rp->is_object() || rp->value("rope_type", std::string("default")) != "default") {
+      return absl::UnimplementedError(absl::StrCat("config.json: rope_parameters ", rp->dump(),
+                                                   ": only plain rotary embeddings (rope_type default) run"));
+    }
+    FW_ASSIGN_OR_RETURN(c.rope_theta, Number(*rp, "rope_theta", c.rope_theta));
+  }
+  if (!(c.rope_theta > 1)) return Bad("rope_theta", "must be > 1");
+  if (auto rs = j.find("rope_scaling"); rs != j.end() && !rs->is_null() && !(rs->is_object() && rs->empty())) {
+    return absl::UnimplementedError(absl::StrCat("config.json: rope_scaling ", rs->dump(), " is not supported"));
+  }
+  if (auto act = j.find("hidden_act"); act != j.end() && *act != "silu") {
+    return absl::UnimplementedError(absl::StrCat("config.json: hidden_act ", act->dump(), " (the engine runs silu)"));
+  }
+  for (const char* f : {"attention_bias", "mlp_bias"}) {
+    if (auto b = j.find(f); b != j.end() && *b == true) {
+      return absl::UnimplementedError(absl::StrCat("config.json: ", f, " true is not supported"));
+    }
+  }
+  if (auto t = j.find("tie_word_embeddings"); t != j.end() && !t->is_null()) {
+    if (!t->is_boolean()) return Bad("tie_word_embeddings", "must be true or false");
+    c.tie_embeddings = t->get<bool>();
+  }
+  auto token = [&](const json& v, const char* field) -> Result<int64_t> {
+    if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<int64_t>() >= c.vocab_size) {
+      return Bad(field, absl::StrCat("must be token ids below vocab_size (", c.vocab_size, "), got ", v.dump()));
+    }
+    return v.get<int64_t>();
+  };
+  if (auto b = j.find("bos_token_id"); b != j.end() && !b->is_null()) {
+    FW_ASSIGN_OR_RETURN(c.bos_token_id, token(*b, "bos_token_id"));
+  }
+  if (auto e = j.find("eos_token_id"); e != j.end() && !e->is_null()) {
+    if (e->is_array()) {
+      for (const auto& x : *e) {
+        FW_ASSIGN_OR_RETURN(const int64_t id, token(x, "eos_token_id"));
+        c.eos_token_ids.push_back(id);
+      }
+    } else {
+      FW_ASSIGN_OR_RETURN(const int64_t id, token(*e, "eos_token_id"));
+      c.eos_token_ids.push_back(id);
+    }
+  }
+  return c;
+}
+
+Result<ModelConfig> ModelConfig::FromFile(const std::string& path) {
+  FW_ASSIGN_OR_RETURN(const std::string text, io::PosixFileSystem()->ReadFile(path));
+  FW_ASSIGN_OR_RETURN_CTX(ModelConfig c, FromJson(text), path);
+  return c;
+}
+
+int64_t ModelWeights::bytes() const {
+  int64_t n = static_cast<int64_t>(embed.data.size() + (tied ? 0 : lm_head.data.size()) + final_norm.size() * 4);
+  for (const LayerWeights& l : layers) {
+    n += static_cast<int64_t>(l.qkv.data.size() + l.o.data.size() + l.gate_up.data.size() + l.down.data.size() +
+                              (l.attn_norm.size() + l.mlp_norm.size()) * 4);
+  }
+  return n;
+}
+
+Result<std::shared_ptr<const ModelWeights>> ModelWeights::Load(const std::string& dir, DType dtype, int64_t version) {
+  if (dtype != DType::kF32 && dtype != DType::kBF16) {
+    return absl::InvalidArgumentError("the engine keeps weights in F32 or BF16");
+  }
+  FW_ASSIGN_OR_RETURN(const std::string local, io::LocalPath(dir));
+  auto w = std::make_shared<ModelWeights>();
+  FW_ASSIGN_OR_RETURN(w->config, ModelConfig::FromFile(local + "/config.json"));
+  FW_ASSIGN_OR_RETURN(auto ck, Checkpoint::Open(local));
+  const ModelConfig& c = w->config;
+  w->version = version;
+  std::set<std::string> used;
+  const int64_t h = c.hidden_size, q = c.num_heads * c.head_dim, kv = c.num_kv_heads * c.head_dim;
+  const int64_t inter = c.intermediate_size;
+  FW_ASSIGN_OR_RETURN(auto embed, Floats(*ck, "model.embed_tokens.weight", {c.vocab_size, h}, &used));
+  w->embed = ToMatrix(embed, c.vocab_size, h, dtype);
+  w->tied = c.tie_embeddings || ck->Find("lm_head.weight") == nullptr;
+  if (!w->tied) {
+    FW_ASSIGN_OR_RETURN(auto head, Floats(*ck, "lm_head.weight", {c.vocab_size, h}, &used));
+    w->lm_head = ToMatrix(head, c.vocab_size, h, dtype);
+  } else if (ck->Find("lm_head.weight") != nullptr) {
+    used.insert("lm_head.weight");  // tied: transformers may still store it
+  }
+  FW_ASSIGN_OR_RETURN(w->final_norm, Floats(*ck, "model.norm.weight", {h}, &used));
+  for (int64_t l = 0; l < c.num_layers; ++l) {
+    const std::string p = absl::StrCat("model.layers.", l, ".");
+    LayerWeights lw;
+    FW_ASSIGN_OR_RETURN(lw.attn_norm, Floats(*ck, p + "input_layernorm.weight", {h}, &used));
+    FW_ASSIGN_OR_RETURN(lw.mlp_norm, Floats(*ck, p + "post_attention_layernorm.weight", {h}, &used));
+    FW_ASSIGN_OR_RETURN(auto wq, Floats(*ck, p + "self_attn.q_proj.weight", {q, h}, &used));
+    FW_ASSIGN_OR_RETURN(auto wk, Floats(*ck, p + "self_attn.k_proj.weight", {kv, h}, &used));
+    FW_ASSIGN_OR_RETURN(auto wv, Floats(*ck, p + "self_attn.v_proj.weight", {kv, h}, &used));
+    wq.insert(wq.end(), wk.begin(), wk.end());
+    wq.insert(wq.end(), wv.begin(), wv.end());
+    lw.qkv = ToMatrix(wq, q + 2 * kv, h, dtype);
+    FW_ASSIGN_OR_RETURN(auto wo, Floats(*ck, p + "self_attn.o_proj.weight", {h, q}, &used));
+    lw.o = ToMatrix(wo, h, q, dtype);
+    FW_ASSIGN_OR_RETURN(auto wg, Floats(*ck, p + "mlp.gate_proj.weight", {inter, h}, &used));
+    FW_ASSIGN_OR_RETURN(auto wu, Floats(*ck, p + "mlp.up_proj.weight", {inter, h}, &used));
+    wg.insert(wg.end(), wu.begin(), wu.end());
+    lw.gate_up = ToMatrix(wg, 2 * inter, h, dtype);
+    FW_ASSIGN_OR_RETURN(auto wd, Floats(*ck, p + "mlp.down_proj.weight", {h, inter}, &used));
+    lw.down = ToMatrix(wd, h, inter, dtype);
+    w->layers.push_back(std::move(lw));
+  }
+  for (const TensorView* t : ck->tensors()) {
+    if (!used.count(t->name) && !t->name.ends_with("rotary_emb.inv_freq")) {
+      return absl::InvalidArgumentError(absl::StrCat("tensor '", t->name, "' is not part of the model config.json describes"));
+    }
+  }
+  return std::shared_ptr<const ModelWeights>(std::move(w));
+}
+
+}  // namespace flywheel::llm
