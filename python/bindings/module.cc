@@ -17,6 +17,7 @@ void RegisterLoader(pybind11::module_& m);
 void RegisterInterop(pybind11::module_& m);
 void RegisterCatalog(pybind11::module_& m);
 void RegisterObs(pybind11::module_& m);
+void RegisterLlm(pybind11::module_& m);
 }  // namespace flywheel::python
 
 PYBIND11_MODULE(_core, m) {
@@ -34,4 +35,5 @@ PYBIND11_MODULE(_core, m) {
   flywheel::python::RegisterInterop(m);
   flywheel::python::RegisterCatalog(m);
   flywheel::python::RegisterObs(m);
+  flywheel::python::RegisterLlm(m);
 }

@@ -6,6 +6,8 @@ definition in PyTorch with Hugging Face-format checkpoints.
     llm.save(model, "ckpt/")        # config.json + model.safetensors
     same = llm.load("ckpt/")        # also loads what transformers saved
     tok = llm.Tokenizer.from_pretrained("ckpt/")  # tokenizer.json + chat template
+    eng = llm.Engine("ckpt/")       # the C++ rollout engine
+    out = eng.generate([tok.encode("Hi")], max_new_tokens=32)
 
 `flywheel llm import FILE.gguf DIR` makes such a folder from a GGUF file;
 `llm.smollm2_path()` is the real model `make model` imports.
@@ -13,6 +15,7 @@ definition in PyTorch with Hugging Face-format checkpoints.
 
 from .checkpoint import load, load_state, save
 from .config import LlamaConfig
+from .engine import Engine
 from .model import Transformer
 from .tokenizer import Tokenizer
 
@@ -27,4 +30,4 @@ def smollm2_path():
     return path if os.path.exists(os.path.join(path, ".flywheel-complete")) else None
 
 
-__all__ = ["LlamaConfig", "Tokenizer", "Transformer", "load", "load_state", "save", "smollm2_path"]
+__all__ = ["Engine", "LlamaConfig", "Tokenizer", "Transformer", "load", "load_state", "save", "smollm2_path"]

@@ -1,0 +1,25 @@
+"""flywheel's rollout engine (C++, src/flywheel/llm/engine.h): batched
+generation over a paged KV cache with continuous batching, deterministic and
+batch-invariant, with hot-swapped weights and a version on every token.
+
+    eng = llm.Engine("ckpt/", kv_cache_bytes=256 << 20)
+    out = eng.generate([[1, 2, 3], [4, 5]], max_new_tokens=32, temperature=0.7, seed=1)
+    out[0]["tokens"], out[0]["logprobs"], out[0]["versions"], out[0]["finish_reason"]
+
+Constructor options: dtype ("f32" or "bf16" weights), kv_cache_bytes,
+block_tokens, max_step_tokens (tokens per step: decodes plus prefill chunks),
+max_running, threads (0 = all cores), isa ("" = best, "avx512", "avx2",
+"portable"), recompute_on_swap, version.
+
+generate(prompts, max_new_tokens, temperature (0 = greedy), top_k, top_p, n,
+seed, stop_ids, ignore_eos) returns one dict per sample, in prompt order
+(prompt i draws with seed + i). submit()/step()/take_finished() drive it step
+by step; update_weights(checkpoint, version) swaps weights between steps;
+prompt_logits(prompts) returns each prompt's logits at every position.
+"""
+
+from .._core import llm as _llm
+
+Engine = _llm.Engine
+
+__all__ = ["Engine"]
