@@ -52,7 +52,7 @@ ifneq ($(SAN),)
   SAN_FLAG := -DFLYWHEEL_SANITIZE=$(SAN) -DFLYWHEEL_BUILD_PYTHON=OFF
 endif
 
-.PHONY: pip-install-check deps configure build install model test demo table-demo bench fuzz clean ctest pytest format asan-stress python-env python-path lock
+.PHONY: pip-install-check deps configure build install model peers test demo table-demo bench fuzz clean ctest pytest format asan-stress python-env python-path lock
 
 deps:
 	@missing=""; for p in $(DEB_PACKAGES); do \
@@ -112,8 +112,16 @@ model: build
 	@bash python/env/make_model.sh $(MODELS) $(CURDIR)/$(BUILD)/src/flywheel/cli/flywheel $(PYTHON) \
 	  $(FLYWHEEL_CACHE)/uv-$$(sha256sum python/env/bootstrap.lock | cut -c1-16)/bin/uv
 
+# Peers PyPI ships as source (llama.cpp's binding), built once per machine:
+# benchmarks need them; tests that compare against them skip, saying why, until
+# `make peers` has run.
+PEERS ?= $(FLYWHEEL_CACHE)/peers
+peers: deps
+	@bash python/env/make_peers.sh $(PEERS) $(PYTHON) \
+	  $(FLYWHEEL_CACHE)/uv-$$(sha256sum python/env/bootstrap.lock | cut -c1-16)/bin/uv $(JOBS)
+
 pytest:
-	FLYWHEEL_MODELS=$(MODELS) PYTHONPATH=$(CURDIR)/$(BUILD)/python FLYWHEEL_BIN=$(CURDIR)/$(BUILD)/src/flywheel/cli/flywheel \
+	FLYWHEEL_PEERS=$(PEERS)/$$(sha256sum python/env/peers.lock | cut -c1-16) FLYWHEEL_MODELS=$(MODELS) PYTHONPATH=$(CURDIR)/$(BUILD)/python FLYWHEEL_BIN=$(CURDIR)/$(BUILD)/src/flywheel/cli/flywheel \
 	  $(PYTHON) -m pytest -q tests/python $(PYTEST_ARGS) --junitxml=$(CURDIR)/$(BUILD)/pytest-junit.xml
 
 # `make test` fails when its phases take longer than this in all (minutes):
