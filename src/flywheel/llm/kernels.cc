@@ -53,19 +53,26 @@ FW_AVX512 inline __m512 W512(const uint16_t* p) {
 template <int NR, int TR, typename W>
 FW_AVX512 void Tile512(const float* x, int64_t K, const W* w, float* y, int64_t ldy) {
   __m512 acc[NR][TR];
+  #pragma GCC unroll 4
   for (int n = 0; n < NR; ++n)
+    #pragma GCC unroll 4
     for (int t = 0; t < TR; ++t) acc[n][t] = _mm512_setzero_ps();
   int64_t k = 0;
   for (; k + kLanes <= K; k += kLanes) {
     __m512 xv[TR];
+    #pragma GCC unroll 4
     for (int t = 0; t < TR; ++t) xv[t] = _mm512_loadu_ps(x + t * K + k);
+    #pragma GCC unroll 4
     for (int n = 0; n < NR; ++n) {
       const __m512 wv = W512(w + n * K + k);
+      #pragma GCC unroll 4
       for (int t = 0; t < TR; ++t) acc[n][t] = _mm512_fmadd_ps(wv, xv[t], acc[n][t]);
     }
   }
   alignas(64) float lanes[kLanes];
+  #pragma GCC unroll 4
   for (int n = 0; n < NR; ++n) {
+    #pragma GCC unroll 4
     for (int t = 0; t < TR; ++t) {
       _mm512_store_ps(lanes, acc[n][t]);
       Tail(x + t * K, w + n * K, k, K, lanes);
@@ -101,14 +108,19 @@ FW_AVX2 inline V2 W256(const uint16_t* p) {
 template <int NR, int TR, typename W>
 FW_AVX2 void Tile256(const float* x, int64_t K, const W* w, float* y, int64_t ldy) {
   V2 acc[NR][TR];
+  #pragma GCC unroll 4
   for (int n = 0; n < NR; ++n)
+    #pragma GCC unroll 4
     for (int t = 0; t < TR; ++t) acc[n][t] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
   int64_t k = 0;
   for (; k + kLanes <= K; k += kLanes) {
     V2 xv[TR];
+    #pragma GCC unroll 4
     for (int t = 0; t < TR; ++t) xv[t] = W256(x + t * K + k);
+    #pragma GCC unroll 4
     for (int n = 0; n < NR; ++n) {
       const V2 wv = W256(w + n * K + k);
+      #pragma GCC unroll 4
       for (int t = 0; t < TR; ++t) {
         acc[n][t].lo = _mm256_fmadd_ps(wv.lo, xv[t].lo, acc[n][t].lo);
         acc[n][t].hi = _mm256_fmadd_ps(wv.hi, xv[t].hi, acc[n][t].hi);
@@ -116,7 +128,9 @@ FW_AVX2 void Tile256(const float* x, int64_t K, const W* w, float* y, int64_t ld
     }
   }
   alignas(32) float lanes[kLanes];
+  #pragma GCC unroll 4
   for (int n = 0; n < NR; ++n) {
+    #pragma GCC unroll 4
     for (int t = 0; t < TR; ++t) {
       _mm256_store_ps(lanes, acc[n][t].lo);
       _mm256_store_ps(lanes + 8, acc[n][t].hi);
@@ -143,7 +157,9 @@ FW_AVX2 float Dot256(const float* a, const float* b, int64_t n) {
 // ---------------------------------------------------------------- portable
 template <int NR, int TR, typename W>
 void TilePortable(const float* x, int64_t K, const W* w, float* y, int64_t ldy) {
+  #pragma GCC unroll 4
   for (int n = 0; n < NR; ++n) {
+    #pragma GCC unroll 4
     for (int t = 0; t < TR; ++t) {
       // Lane k mod 16, one fused multiply-add per step: the vector paths' order.
       float lanes[kLanes] = {};
