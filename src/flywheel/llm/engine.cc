@@ -546,8 +546,10 @@ struct Engine::Impl {
     }
     // Children take the parent's place in admission order.
     for (auto& f : forks) running.push_back(std::move(f));
-    for (auto [s, why] : done) {
-      auto it = std::find_if(running.begin(), running.end(), [&](const auto& p) { return p.get() == s; });
+    for (const auto& entry : done) {
+      Seq* s = entry.first;
+      FinishReason why = entry.second;
+      auto it = std::find_if(running.begin(), running.end(), [s](const auto& p) { return p.get() == s; });
       std::unique_ptr<Seq> owned = std::move(*it);
       running.erase(it);
       if (owned->sample < 0) {

@@ -2,7 +2,9 @@
 
 // GCC 12 reports its own AVX-512 intrinsics' undefined-vector placeholders
 // as maybe-uninitialized (a known false positive).
+#if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 #include <immintrin.h>
 
 #include <algorithm>
