@@ -50,6 +50,7 @@ Result<int64_t> WeightStore::Publish(const std::string& model, std::vector<Tenso
                                                       " does not exceed the current version ", current));
   }
   w->version = version;
+  if (it != models_.end()) previous_[model] = std::move(it->second);
   models_[model] = std::move(w);
   return version;
 }
@@ -75,6 +76,17 @@ Result<WeightsRef> WeightStore::Get(const std::string& model, int64_t newer_than
         " (current version ", it == models_.end() ? 0 : it->second->version, ")"));
   }
   return models_.at(model);
+}
+
+Result<WeightsRef> WeightStore::GetExact(const std::string& model, int64_t version) const {
+  absl::MutexLock lock(&mu_);
+  for (const auto* m : {&models_, &previous_}) {
+    auto it = m->find(model);
+    if (it != m->end() && it->second->version == version) return it->second;
+  }
+  auto it = models_.find(model);
+  return absl::NotFoundError(absl::StrCat("model '", model, "' version ", version, " is no longer held (current ",
+                                          it == models_.end() ? 0 : it->second->version, ")"));
 }
 
 int64_t WeightStore::Version(const std::string& model) const {

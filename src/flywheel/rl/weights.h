@@ -65,6 +65,11 @@ class WeightStore {
   Result<WeightsRef> Get(const std::string& model, int64_t newer_than = 0,
                          absl::Duration timeout = absl::ZeroDuration(), const bool* cancelled = nullptr);
 
+  // Exactly `version` of `model` while the store still holds it (the
+  // latest and the one before, so a chunked fetch of a version can resume
+  // after the next is published); NotFound naming what it has otherwise.
+  Result<WeightsRef> GetExact(const std::string& model, int64_t version) const;
+
   // Current version of `model` (0: never published).
   int64_t Version(const std::string& model) const;
   std::vector<std::string> Models() const;
@@ -77,6 +82,7 @@ class WeightStore {
  private:
   mutable absl::Mutex mu_;
   std::map<std::string, WeightsRef> models_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, WeightsRef> previous_ ABSL_GUARDED_BY(mu_);  // the version before models_'s
   bool closed_ ABSL_GUARDED_BY(mu_) = false;
 };
 
