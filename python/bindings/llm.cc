@@ -140,6 +140,43 @@ void RegisterLlm(py::module_& m) {
             ThrowIfError(s);
           },
           py::arg("checkpoint"), py::arg("version"))
+      .def(
+          "update_weights_from_arrays",
+          [](Engine& e, const py::dict& arrays, int64_t version) {
+            // Views of the arrays (float32, float16 or bfloat16 as uint16 is
+            // not accepted: numpy has no bfloat16), read during the call.
+            std::vector<llm::TensorView> views;
+            std::vector<py::array> keep;
+            views.reserve(arrays.size());
+            for (const auto& [k, v] : arrays) {
+              py::array a = py::array::ensure(v, py::array::c_style);
+              const std::string name = py::cast<std::string>(k);
+              if (!a) throw py::type_error("tensor '" + name + "': expected an array");
+              llm::TensorView t;
+              t.name = name;
+              if (a.dtype().kind() == 'f' && a.itemsize() == 4) {
+                t.dtype = llm::DType::kF32;
+              } else if (a.dtype().kind() == 'f' && a.itemsize() == 2) {
+                t.dtype = llm::DType::kF16;
+              } else {
+                throw py::type_error("tensor '" + name + "': dtype must be float32 or float16");
+              }
+              t.shape.assign(a.shape(), a.shape() + a.ndim());
+              t.data = static_cast<const uint8_t*>(a.data());
+              t.bytes = static_cast<uint64_t>(a.nbytes());
+              views.push_back(std::move(t));
+              keep.push_back(std::move(a));
+            }
+            std::vector<const llm::TensorView*> ptrs;
+            for (const auto& t : views) ptrs.push_back(&t);
+            Status s;
+            {
+              py::gil_scoped_release release;
+              s = e.UpdateWeights(ptrs, version);
+            }
+            ThrowIfError(s);
+          },
+          py::arg("arrays"), py::arg("version"))
       .def_property_readonly("weight_version", &Engine::weight_version)
       .def("prompt_logits",
            [](Engine& e, const std::vector<std::vector<int64_t>>& prompts) {

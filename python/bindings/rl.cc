@@ -4,7 +4,8 @@
 //
 // Tensors cross as numpy arrays: publish takes C-contiguous arrays of a
 // fixed-width numeric dtype (copied once into the message); fetch returns
-// fresh arrays that own their bytes.
+// fresh arrays that own their bytes. Both go in chunks (any size, resumed
+// after a dropped connection; last_transfer reports the last one).
 //
 // GIL: released around every RPC. A long fetch from the main thread waits
 // in slices (kSlice) so that Ctrl-C is seen.
@@ -16,6 +17,7 @@
 
 #include <cstring>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <utility>
@@ -49,6 +51,7 @@ format::TypeId ElementType(const std::string& name, const py::array& a) {
   const py::dtype dt = a.dtype();
   const char kind = dt.kind();
   const py::ssize_t size = dt.itemsize();
+  if (kind == 'f' && size == 2) return format::TypeId::kFloat16;
   if (kind == 'f' && size == 4) return format::TypeId::kFloat32;
   if (kind == 'f' && size == 8) return format::TypeId::kFloat64;
   if (kind == 'i' && size == 4) return format::TypeId::kInt32;
@@ -56,7 +59,7 @@ format::TypeId ElementType(const std::string& name, const py::array& a) {
   if (kind == 'u' && size == 1) return format::TypeId::kUInt8;
   if (kind == 'b') return format::TypeId::kBool;
   throw py::type_error(absl::StrCat("tensor '", name, "': dtype ", py::cast<std::string>(py::str(static_cast<const py::handle&>(dt))),
-                                    " is not supported (float32, float64, int32, int64, uint8, bool)"));
+                                    " is not supported (float16, float32, float64, int32, int64, uint8, bool)"));
 }
 
 rl::Tensor FromArray(const std::string& name, const py::handle& value) {
@@ -89,7 +92,9 @@ class PyWeightClient {
     Result<int64_t> r = absl::UnknownError("unset");
     {
       py::gil_scoped_release nogil;
-      r = client_->Publish(model, ts, version);
+      rl::TransferStats st;
+      r = client_->PublishChunked(model, ts, version, {}, &st);
+      Record(st);
     }
     return ValueOrRaise(std::move(r));
   }
@@ -108,7 +113,9 @@ class PyWeightClient {
       Result<rl::WeightsRef> r = absl::UnknownError("unset");
       {
         py::gil_scoped_release nogil;
-        r = client_->Fetch(model, newer_than, slice);
+        rl::TransferStats st;
+        r = client_->FetchChunked(model, newer_than, slice, {}, &st);
+        Record(st);
       }
       w = ValueOrRaise(std::move(r));
       if (w != nullptr || absl::Now() >= deadline) break;
@@ -118,6 +125,19 @@ class PyWeightClient {
     py::dict tensors;
     for (const rl::Tensor& t : w->tensors) tensors[py::str(t.name)] = ToArray(t);
     return py::make_tuple(w->version, w->publish_time_ms, tensors);
+  }
+
+  // The last publish or fetch: bytes, wire_bytes, seconds, chunks, resumes, restarts.
+  py::dict LastTransfer() {
+    std::lock_guard<std::mutex> l(mu_);
+    py::dict d;
+    d["bytes"] = last_.bytes;
+    d["wire_bytes"] = last_.wire_bytes;
+    d["seconds"] = last_.seconds;
+    d["chunks"] = last_.chunks;
+    d["resumes"] = last_.resumes;
+    d["restarts"] = last_.restarts;
+    return d;
   }
 
   std::vector<std::pair<std::string, int64_t>> List() {
@@ -130,7 +150,14 @@ class PyWeightClient {
   }
 
  private:
+  void Record(const rl::TransferStats& st) {
+    std::lock_guard<std::mutex> l(mu_);
+    last_ = st;
+  }
+
   std::shared_ptr<rl::WeightClient> client_;
+  std::mutex mu_;
+  rl::TransferStats last_;
 };
 
 }  // namespace
@@ -140,6 +167,7 @@ void RegisterRl(py::module_& m) {
       .def(py::init<const std::string&>(), py::arg("address"))
       .def("publish", &PyWeightClient::Publish, py::arg("model"), py::arg("tensors"), py::arg("version"))
       .def("fetch", &PyWeightClient::Fetch, py::arg("model"), py::arg("newer_than"), py::arg("wait"))
+      .def("last_transfer", &PyWeightClient::LastTransfer)
       .def("list", &PyWeightClient::List);
 }
 

@@ -16,10 +16,38 @@ seed, stop_ids, ignore_eos) returns one dict per sample, in prompt order
 (prompt i draws with seed + i). submit()/step()/take_finished() drive it step
 by step; update_weights(checkpoint, version) swaps weights between steps;
 prompt_logits(prompts) returns each prompt's logits at every position.
+
+Weights from a learner arrive through the weight service (docs/rl.md,
+"Chunked transfer")::
+
+    wc = flywheel.rl.WeightClient(server.address)
+    eng.sync_weights(wc, "policy", wait=1.0)   # the new version, or None
+
+update_weights_from_arrays({hf_name: float32/float16 array}, version) swaps in
+weights given as arrays in Hugging Face names.
 """
+
+from typing import Optional
 
 from .._core import llm as _llm
 
 Engine = _llm.Engine
 
-__all__ = ["Engine"]
+
+def sync_weights(engine, client, model: str, wait: Optional[float] = 0.0) -> Optional[int]:
+    """Fetches ``model`` from ``client`` (a :class:`flywheel.rl.WeightClient`)
+    if the server holds a version newer than the engine's, and swaps it in
+    between steps (running sequences continue; their later tokens carry the
+    new version). Waits up to ``wait`` seconds for one (None: forever).
+    Returns the new version, or None when nothing newer came."""
+    got = client.fetch(model, newer_than=engine.weight_version, wait=wait)
+    if got is None:
+        return None
+    version, arrays = got
+    engine.update_weights_from_arrays(arrays, version)
+    return version
+
+
+Engine.sync_weights = sync_weights
+
+__all__ = ["Engine", "sync_weights"]

@@ -68,6 +68,15 @@ class WeightClient:
         version, _publish_ms, arrays = got
         return version, arrays
 
+    def last_transfer(self) -> Dict[str, float]:
+        """How the last publish or fetch went: ``bytes`` of tensors,
+        ``wire_bytes`` sent or received (resent bytes included),
+        ``seconds``, ``chunks``, ``resumes`` (streams re-opened at the byte
+        reached after a dropped connection) and ``restarts`` (fetches begun
+        again at a newer version). Weights travel in chunks, so any size
+        passes, past gRPC's message limit (docs/rl.md, "Chunked transfer")."""
+        return dict(self._c.last_transfer())
+
     def list(self) -> List[Tuple[str, int]]:
         """``(model, latest version)`` for every model on the server."""
         return [(m, v) for m, v in self._c.list()]

@@ -688,6 +688,11 @@ Status Engine::UpdateWeights(const std::string& dir, int64_t version) {
   return UpdateWeights(std::move(w));
 }
 
+Status Engine::UpdateWeights(const std::vector<const TensorView*>& tensors, int64_t version) {
+  FW_ASSIGN_OR_RETURN(auto w, ModelWeights::FromTensors(impl_->cfg, tensors, impl_->opt.weight_dtype, version));
+  return UpdateWeights(std::move(w));
+}
+
 int64_t Engine::weight_version() const { return impl_->w->version; }
 
 Result<std::vector<std::vector<float>>> Engine::PromptLogits(const std::vector<std::vector<int64_t>>& prompts) {

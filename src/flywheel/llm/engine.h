@@ -121,6 +121,9 @@ class Engine {
   // New weights between steps (same config shape; InvalidArgument otherwise).
   Status UpdateWeights(std::shared_ptr<const ModelWeights> weights);
   Status UpdateWeights(const std::string& checkpoint_dir, int64_t version);
+  // From named tensors in Hugging Face names (a version from the weight
+  // service); converted into the engine's layout during the call.
+  Status UpdateWeights(const std::vector<const TensorView*>& tensors, int64_t version);
   int64_t weight_version() const;
 
   // Logits (vocab per position) of every position of each prompt, computed

@@ -1,6 +1,7 @@
 #include "flywheel/llm/model.h"
 
 #include <cstring>
+#include <map>
 #include <set>
 
 #include "absl/strings/str_cat.h"
@@ -52,9 +53,12 @@ uint16_t FloatToBf16(float f) {
 }
 
 // Tensor `name` of the checkpoint as float32 values, checked against `shape`.
-Result<std::vector<float>> Floats(const Checkpoint& ck, const std::string& name, std::vector<int64_t> shape,
+using TensorMap = std::map<std::string_view, const TensorView*>;
+
+Result<std::vector<float>> Floats(const TensorMap& tensors, const std::string& name, std::vector<int64_t> shape,
                                   std::set<std::string>* used) {
-  const TensorView* t = ck.Find(name);
+  auto found = tensors.find(name);
+  const TensorView* t = found == tensors.end() ? nullptr : found->second;
   if (t == nullptr) return absl::NotFoundError(absl::StrCat("the checkpoint lacks tensor '", name, "'"));
   if (t->shape != shape) {
     return absl::InvalidArgumentError(absl::StrCat("tensor '", name, "' is [", absl::StrJoin(t->shape, ", "),
@@ -203,52 +207,66 @@ int64_t ModelWeights::bytes() const {
 }
 
 Result<std::shared_ptr<const ModelWeights>> ModelWeights::Load(const std::string& dir, DType dtype, int64_t version) {
+  FW_ASSIGN_OR_RETURN(const std::string local, io::LocalPath(dir));
+  FW_ASSIGN_OR_RETURN(ModelConfig config, ModelConfig::FromFile(local + "/config.json"));
+  FW_ASSIGN_OR_RETURN(auto ck, Checkpoint::Open(local));
+  return FromTensors(std::move(config), ck->tensors(), dtype, version);
+}
+
+Result<std::shared_ptr<const ModelWeights>> ModelWeights::FromTensors(ModelConfig config,
+                                                                      const std::vector<const TensorView*>& tensors,
+                                                                      DType dtype, int64_t version) {
   if (dtype != DType::kF32 && dtype != DType::kBF16) {
     return absl::InvalidArgumentError("the engine keeps weights in F32 or BF16");
   }
-  FW_ASSIGN_OR_RETURN(const std::string local, io::LocalPath(dir));
+  TensorMap by_name;
+  for (const TensorView* t : tensors) {
+    if (!by_name.emplace(t->name, t).second) {
+      return absl::InvalidArgumentError(absl::StrCat("tensor '", t->name, "' given twice"));
+    }
+  }
   auto w = std::make_shared<ModelWeights>();
-  FW_ASSIGN_OR_RETURN(w->config, ModelConfig::FromFile(local + "/config.json"));
-  FW_ASSIGN_OR_RETURN(auto ck, Checkpoint::Open(local));
+  w->config = std::move(config);
   const ModelConfig& c = w->config;
   w->version = version;
   std::set<std::string> used;
   const int64_t h = c.hidden_size, q = c.num_heads * c.head_dim, kv = c.num_kv_heads * c.head_dim;
   const int64_t inter = c.intermediate_size;
-  FW_ASSIGN_OR_RETURN(auto embed, Floats(*ck, "model.embed_tokens.weight", {c.vocab_size, h}, &used));
+  const bool has_head = by_name.count("lm_head.weight") != 0;
+  FW_ASSIGN_OR_RETURN(auto embed, Floats(by_name, "model.embed_tokens.weight", {c.vocab_size, h}, &used));
   w->embed = ToMatrix(embed, c.vocab_size, h, dtype);
-  w->tied = c.tie_embeddings || ck->Find("lm_head.weight") == nullptr;
+  w->tied = c.tie_embeddings || !has_head;
   if (!w->tied) {
-    FW_ASSIGN_OR_RETURN(auto head, Floats(*ck, "lm_head.weight", {c.vocab_size, h}, &used));
+    FW_ASSIGN_OR_RETURN(auto head, Floats(by_name, "lm_head.weight", {c.vocab_size, h}, &used));
     w->lm_head = ToMatrix(head, c.vocab_size, h, dtype);
-  } else if (ck->Find("lm_head.weight") != nullptr) {
+  } else if (has_head) {
     used.insert("lm_head.weight");  // tied: transformers may still store it
   }
-  FW_ASSIGN_OR_RETURN(w->final_norm, Floats(*ck, "model.norm.weight", {h}, &used));
+  FW_ASSIGN_OR_RETURN(w->final_norm, Floats(by_name, "model.norm.weight", {h}, &used));
   for (int64_t l = 0; l < c.num_layers; ++l) {
     const std::string p = absl::StrCat("model.layers.", l, ".");
     LayerWeights lw;
-    FW_ASSIGN_OR_RETURN(lw.attn_norm, Floats(*ck, p + "input_layernorm.weight", {h}, &used));
-    FW_ASSIGN_OR_RETURN(lw.mlp_norm, Floats(*ck, p + "post_attention_layernorm.weight", {h}, &used));
-    FW_ASSIGN_OR_RETURN(auto wq, Floats(*ck, p + "self_attn.q_proj.weight", {q, h}, &used));
-    FW_ASSIGN_OR_RETURN(auto wk, Floats(*ck, p + "self_attn.k_proj.weight", {kv, h}, &used));
-    FW_ASSIGN_OR_RETURN(auto wv, Floats(*ck, p + "self_attn.v_proj.weight", {kv, h}, &used));
+    FW_ASSIGN_OR_RETURN(lw.attn_norm, Floats(by_name, p + "input_layernorm.weight", {h}, &used));
+    FW_ASSIGN_OR_RETURN(lw.mlp_norm, Floats(by_name, p + "post_attention_layernorm.weight", {h}, &used));
+    FW_ASSIGN_OR_RETURN(auto wq, Floats(by_name, p + "self_attn.q_proj.weight", {q, h}, &used));
+    FW_ASSIGN_OR_RETURN(auto wk, Floats(by_name, p + "self_attn.k_proj.weight", {kv, h}, &used));
+    FW_ASSIGN_OR_RETURN(auto wv, Floats(by_name, p + "self_attn.v_proj.weight", {kv, h}, &used));
     wq.insert(wq.end(), wk.begin(), wk.end());
     wq.insert(wq.end(), wv.begin(), wv.end());
     lw.qkv = ToMatrix(wq, q + 2 * kv, h, dtype);
-    FW_ASSIGN_OR_RETURN(auto wo, Floats(*ck, p + "self_attn.o_proj.weight", {h, q}, &used));
+    FW_ASSIGN_OR_RETURN(auto wo, Floats(by_name, p + "self_attn.o_proj.weight", {h, q}, &used));
     lw.o = ToMatrix(wo, h, q, dtype);
-    FW_ASSIGN_OR_RETURN(auto wg, Floats(*ck, p + "mlp.gate_proj.weight", {inter, h}, &used));
-    FW_ASSIGN_OR_RETURN(auto wu, Floats(*ck, p + "mlp.up_proj.weight", {inter, h}, &used));
+    FW_ASSIGN_OR_RETURN(auto wg, Floats(by_name, p + "mlp.gate_proj.weight", {inter, h}, &used));
+    FW_ASSIGN_OR_RETURN(auto wu, Floats(by_name, p + "mlp.up_proj.weight", {inter, h}, &used));
     wg.insert(wg.end(), wu.begin(), wu.end());
     lw.gate_up = ToMatrix(wg, 2 * inter, h, dtype);
-    FW_ASSIGN_OR_RETURN(auto wd, Floats(*ck, p + "mlp.down_proj.weight", {h, inter}, &used));
+    FW_ASSIGN_OR_RETURN(auto wd, Floats(by_name, p + "mlp.down_proj.weight", {h, inter}, &used));
     lw.down = ToMatrix(wd, h, inter, dtype);
     w->layers.push_back(std::move(lw));
   }
-  for (const TensorView* t : ck->tensors()) {
-    if (!used.count(t->name) && !t->name.ends_with("rotary_emb.inv_freq")) {
-      return absl::InvalidArgumentError(absl::StrCat("tensor '", t->name, "' is not part of the model config.json describes"));
+  for (const auto& [name, t] : by_name) {
+    if (!used.count(std::string(name)) && !name.ends_with("rotary_emb.inv_freq")) {
+      return absl::InvalidArgumentError(absl::StrCat("tensor '", AsAbsl(name), "' is not part of the model config.json describes"));
     }
   }
   return std::shared_ptr<const ModelWeights>(std::move(w));

@@ -80,6 +80,12 @@ struct ModelWeights {
 
   // Loads `dir` (config.json + safetensors) as `dtype` (F32 or BF16).
   static Result<std::shared_ptr<const ModelWeights>> Load(const std::string& dir, DType dtype, int64_t version);
+  // The same from named tensors in Hugging Face names (F32, BF16 or F16),
+  // e.g. a version fetched from the weight service; the views are read
+  // during the call only.
+  static Result<std::shared_ptr<const ModelWeights>> FromTensors(ModelConfig config,
+                                                                 const std::vector<const TensorView*>& tensors,
+                                                                 DType dtype, int64_t version);
 };
 
 }  // namespace flywheel::llm
