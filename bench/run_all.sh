@@ -24,7 +24,7 @@ BIN="$BUILD/bench"
 OUT="$ROOT/bench/results"
 ROWS="${FW_BENCH_ROWS:-1000000}"
 REPEATS="${FW_BENCH_REPEATS:-3}"
-ONLY="${FW_BENCH_ONLY:-format table commit replay replay_service envs rl loader parquet catalog erase metrics peers}"
+ONLY="${FW_BENCH_ONLY:-format table commit replay replay_service envs rl loader parquet catalog erase metrics peers llm weight_sync}"
 TMP="${FW_BENCH_TMP:-/tmp}"
 PYTHON="${PYTHON:-$(make -s -C "$ROOT" python-path)}"
 
@@ -105,10 +105,16 @@ for what in $ONLY; do
     metrics)
       echo; echo "== metrics_bench (metrics on vs off on the replay and loader hot paths, back-to-back pairs; ~1.5 min)"
       "$BIN/metrics_bench" --out="$OUT" --tmp="$TMP" ;;
+    llm)
+      echo; echo "== llm_generate_bench (rollout engine vs transformers generate() and llama.cpp's batch API; SmolLM2 and a 10M model at batch 1/16/64; ~10 min; needs make model, make peers for llama.cpp)"
+      PYTHONPATH="$BUILD/python" "$PYTHON" "$ROOT/bench/llm_generate_bench.py" --out "$OUT/llm_generate.json" ;;
+    weight_sync)
+      echo; echo "== weight_sync_bench (publish -> 2 engines serving SmolLM2's new version vs a raw loopback gRPC stream; ~30 s; needs make model)"
+      "$BIN/weight_sync_bench" --runs=5 --out="$OUT" ;;
     metrics_smoke)
       echo; echo "== metrics_bench --quick (smoke run, a few seconds; no results file)"
       "$BIN/metrics_bench" --quick --tmp="$TMP" ;;
-    *) echo "run_all.sh: unknown benchmark '$what' (format table commit replay replay_service envs rl loader parquet catalog catalog_smoke erase erase_smoke metrics metrics_smoke)" >&2; exit 2 ;;
+    *) echo "run_all.sh: unknown benchmark '$what' (format table commit replay replay_service envs rl loader parquet catalog catalog_smoke erase erase_smoke metrics metrics_smoke peers llm weight_sync)" >&2; exit 2 ;;
   esac
 done
 
@@ -118,7 +124,7 @@ echo "== summary (bench/results/*.json; each figure best of $REPEATS runs)"
 import json, pathlib, sys
 out = pathlib.Path(sys.argv[1])
 rows = []
-for name in ["table_write", "table_scan", "table_take", "commit", "format_bench", "replay", "replay_service", "envs", "catalog", "erase", "metrics"]:
+for name in ["table_write", "table_scan", "table_take", "commit", "format_bench", "replay", "replay_service", "envs", "catalog", "erase", "metrics", "weight_sync"]:
     p = out / f"{name}.json"
     if not p.exists():
         continue

@@ -129,6 +129,7 @@ struct Engine::Impl {
 
   EngineOptions opt;
   std::shared_ptr<const ModelWeights> w;
+  std::shared_ptr<const ModelWeights> spare;  // the weights swapped out last, for their buffers
   ModelConfig cfg;
   std::unique_ptr<Kernels> k;
   int64_t bs = 16;
@@ -689,8 +690,16 @@ Status Engine::UpdateWeights(const std::string& dir, int64_t version) {
 }
 
 Status Engine::UpdateWeights(const std::vector<const TensorView*>& tensors, int64_t version) {
-  FW_ASSIGN_OR_RETURN(auto w, ModelWeights::FromTensors(impl_->cfg, tensors, impl_->opt.weight_dtype, version));
-  return UpdateWeights(std::move(w));
+  // Double buffering: the weights swapped out last time lend their buffers
+  // when nothing else holds them (the engine never does between steps).
+  std::shared_ptr<const ModelWeights> spare = std::move(impl_->spare);
+  ModelWeights* recycle = spare != nullptr && spare.use_count() == 1 ? const_cast<ModelWeights*>(spare.get()) : nullptr;
+  FW_ASSIGN_OR_RETURN(auto w, ModelWeights::FromTensors(impl_->cfg, tensors, impl_->opt.weight_dtype, version, recycle));
+  spare.reset();
+  std::shared_ptr<const ModelWeights> old = impl_->w;
+  FW_RETURN_IF_ERROR(UpdateWeights(std::move(w)));
+  impl_->spare = std::move(old);
+  return absl::OkStatus();
 }
 
 int64_t Engine::weight_version() const { return impl_->w->version; }

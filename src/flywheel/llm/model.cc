@@ -52,57 +52,82 @@ uint16_t FloatToBf16(float f) {
   return static_cast<uint16_t>((bits + 0x7fffu + ((bits >> 16) & 1)) >> 16);
 }
 
-// Tensor `name` of the checkpoint as float32 values, checked against `shape`.
 using TensorMap = std::map<std::string_view, const TensorView*>;
 
-Result<std::vector<float>> Floats(const TensorMap& tensors, const std::string& name, std::vector<int64_t> shape,
-                                  std::set<std::string>* used) {
+// Tensor `name`, checked against `shape`; marked used.
+Result<const TensorView*> Expect(const TensorMap& tensors, const std::string& name, const std::vector<int64_t>& shape,
+                                 std::set<std::string>* used) {
   auto found = tensors.find(name);
-  const TensorView* t = found == tensors.end() ? nullptr : found->second;
-  if (t == nullptr) return absl::NotFoundError(absl::StrCat("the checkpoint lacks tensor '", name, "'"));
+  if (found == tensors.end()) return absl::NotFoundError(absl::StrCat("the checkpoint lacks tensor '", name, "'"));
+  const TensorView* t = found->second;
   if (t->shape != shape) {
     return absl::InvalidArgumentError(absl::StrCat("tensor '", name, "' is [", absl::StrJoin(t->shape, ", "),
                                                    "], config.json implies [", absl::StrJoin(shape, ", "), "]"));
   }
-  used->insert(name);
-  std::vector<float> out(static_cast<size_t>(t->elements()));
-  switch (t->dtype) {
-    case DType::kF32:
-      std::memcpy(out.data(), t->data, out.size() * 4);
-      break;
-    case DType::kBF16:
-      for (size_t k = 0; k < out.size(); ++k) {
-        uint16_t h;
-        std::memcpy(&h, t->data + 2 * k, 2);
-        out[k] = Bf16ToFloat(h);
-      }
-      break;
-    case DType::kF16:
-      for (size_t k = 0; k < out.size(); ++k) {
-        uint16_t h;
-        std::memcpy(&h, t->data + 2 * k, 2);
-        out[k] = static_cast<float>(HalfToDouble(h));
-      }
-      break;
-    default:
-      return absl::InvalidArgumentError(absl::StrCat("tensor '", name, "' is ", AsAbsl(DTypeName(t->dtype)),
-                                                     " (the engine reads F32, BF16 and F16 weights)"));
+  if (t->dtype != DType::kF32 && t->dtype != DType::kBF16 && t->dtype != DType::kF16) {
+    return absl::InvalidArgumentError(absl::StrCat("tensor '", name, "' is ", AsAbsl(DTypeName(t->dtype)),
+                                                   " (the engine reads F32, BF16 and F16 weights)"));
   }
+  used->insert(name);
+  return t;
+}
+
+// The elements of `t` converted to `to` (F32 or BF16) into `dst`, in one
+// pass: no intermediate copy of a weight matrix.
+void Convert(const TensorView& t, DType to, uint8_t* dst) {
+  const size_t n = static_cast<size_t>(t.elements());
+  if (t.dtype == to) {
+    std::memcpy(dst, t.data, n * (to == DType::kF32 ? 4 : 2));
+    return;
+  }
+  auto source = [&](size_t k) -> float {
+    if (t.dtype == DType::kF32) {
+      float f;
+      std::memcpy(&f, t.data + 4 * k, 4);
+      return f;
+    }
+    uint16_t h;
+    std::memcpy(&h, t.data + 2 * k, 2);
+    return t.dtype == DType::kBF16 ? Bf16ToFloat(h) : static_cast<float>(HalfToDouble(h));
+  };
+  if (to == DType::kF32) {
+    float* d = reinterpret_cast<float*>(dst);
+    for (size_t k = 0; k < n; ++k) d[k] = source(k);
+  } else {
+    uint16_t* d = reinterpret_cast<uint16_t*>(dst);
+    for (size_t k = 0; k < n; ++k) d[k] = FloatToBf16(source(k));
+  }
+}
+
+// Tensor `name` as float32 values (norm weights).
+Result<std::vector<float>> Floats(const TensorMap& tensors, const std::string& name, std::vector<int64_t> shape,
+                                  std::set<std::string>* used) {
+  FW_ASSIGN_OR_RETURN(const TensorView* t, Expect(tensors, name, shape, used));
+  std::vector<float> out(static_cast<size_t>(t->elements()));
+  Convert(*t, DType::kF32, reinterpret_cast<uint8_t*>(out.data()));
   return out;
 }
 
-Matrix ToMatrix(const std::vector<float>& v, int64_t rows, int64_t cols, DType dtype) {
+// The tensors `names` (rows[i] x cols each) stacked by rows into one matrix
+// of `dtype`, allocated once at its final size.
+Result<Matrix> Stack(const TensorMap& tensors, const std::vector<std::string>& names, const std::vector<int64_t>& rows,
+                     int64_t cols, DType dtype, std::set<std::string>* used, Matrix* recycle) {
   Matrix m;
-  m.rows = rows;
+  if (recycle != nullptr) m.data = std::move(recycle->data);  // pages already touched: no faults, no zeroing
   m.cols = cols;
   m.dtype = dtype;
-  if (dtype == DType::kBF16) {
-    m.data.resize(v.size() * 2);
-    uint16_t* d = reinterpret_cast<uint16_t*>(m.data.data());
-    for (size_t k = 0; k < v.size(); ++k) d[k] = FloatToBf16(v[k]);
-  } else {
-    m.data.resize(v.size() * 4);
-    std::memcpy(m.data.data(), v.data(), m.data.size());
+  std::vector<const TensorView*> parts;
+  for (size_t i = 0; i < names.size(); ++i) {
+    FW_ASSIGN_OR_RETURN(const TensorView* t, Expect(tensors, names[i], {rows[i], cols}, used));
+    parts.push_back(t);
+    m.rows += rows[i];
+  }
+  const size_t width = dtype == DType::kF32 ? 4 : 2;
+  m.data.resize(static_cast<size_t>(m.rows * cols) * width);
+  uint8_t* dst = m.data.data();
+  for (const TensorView* t : parts) {
+    Convert(*t, dtype, dst);
+    dst += static_cast<size_t>(t->elements()) * width;
   }
   return m;
 }
@@ -210,12 +235,13 @@ Result<std::shared_ptr<const ModelWeights>> ModelWeights::Load(const std::string
   FW_ASSIGN_OR_RETURN(const std::string local, io::LocalPath(dir));
   FW_ASSIGN_OR_RETURN(ModelConfig config, ModelConfig::FromFile(local + "/config.json"));
   FW_ASSIGN_OR_RETURN(auto ck, Checkpoint::Open(local));
-  return FromTensors(std::move(config), ck->tensors(), dtype, version);
+  return FromTensors(std::move(config), ck->tensors(), dtype, version, nullptr);
 }
 
 Result<std::shared_ptr<const ModelWeights>> ModelWeights::FromTensors(ModelConfig config,
                                                                       const std::vector<const TensorView*>& tensors,
-                                                                      DType dtype, int64_t version) {
+                                                                      DType dtype, int64_t version,
+                                                                      ModelWeights* recycle) {
   if (dtype != DType::kF32 && dtype != DType::kBF16) {
     return absl::InvalidArgumentError("the engine keeps weights in F32 or BF16");
   }
@@ -233,12 +259,18 @@ Result<std::shared_ptr<const ModelWeights>> ModelWeights::FromTensors(ModelConfi
   const int64_t h = c.hidden_size, q = c.num_heads * c.head_dim, kv = c.num_kv_heads * c.head_dim;
   const int64_t inter = c.intermediate_size;
   const bool has_head = by_name.count("lm_head.weight") != 0;
-  FW_ASSIGN_OR_RETURN(auto embed, Floats(by_name, "model.embed_tokens.weight", {c.vocab_size, h}, &used));
-  w->embed = ToMatrix(embed, c.vocab_size, h, dtype);
+  // A recycled ModelWeights of the same config lends its buffers.
+  if (recycle != nullptr && (recycle->layers.size() != static_cast<size_t>(c.num_layers))) recycle = nullptr;
+  auto old = [&](auto member) -> Matrix* { return recycle == nullptr ? nullptr : &(recycle->*member); };
+  auto old_layer = [&](int64_t l, Matrix LayerWeights::*member) -> Matrix* {
+    return recycle == nullptr ? nullptr : &(recycle->layers[static_cast<size_t>(l)].*member);
+  };
+  FW_ASSIGN_OR_RETURN(w->embed, Stack(by_name, {"model.embed_tokens.weight"}, {c.vocab_size}, h, dtype, &used,
+                                      old(&ModelWeights::embed)));
   w->tied = c.tie_embeddings || !has_head;
   if (!w->tied) {
-    FW_ASSIGN_OR_RETURN(auto head, Floats(by_name, "lm_head.weight", {c.vocab_size, h}, &used));
-    w->lm_head = ToMatrix(head, c.vocab_size, h, dtype);
+    FW_ASSIGN_OR_RETURN(w->lm_head, Stack(by_name, {"lm_head.weight"}, {c.vocab_size}, h, dtype, &used,
+                                          old(&ModelWeights::lm_head)));
   } else if (has_head) {
     used.insert("lm_head.weight");  // tied: transformers may still store it
   }
@@ -248,20 +280,16 @@ Result<std::shared_ptr<const ModelWeights>> ModelWeights::FromTensors(ModelConfi
     LayerWeights lw;
     FW_ASSIGN_OR_RETURN(lw.attn_norm, Floats(by_name, p + "input_layernorm.weight", {h}, &used));
     FW_ASSIGN_OR_RETURN(lw.mlp_norm, Floats(by_name, p + "post_attention_layernorm.weight", {h}, &used));
-    FW_ASSIGN_OR_RETURN(auto wq, Floats(by_name, p + "self_attn.q_proj.weight", {q, h}, &used));
-    FW_ASSIGN_OR_RETURN(auto wk, Floats(by_name, p + "self_attn.k_proj.weight", {kv, h}, &used));
-    FW_ASSIGN_OR_RETURN(auto wv, Floats(by_name, p + "self_attn.v_proj.weight", {kv, h}, &used));
-    wq.insert(wq.end(), wk.begin(), wk.end());
-    wq.insert(wq.end(), wv.begin(), wv.end());
-    lw.qkv = ToMatrix(wq, q + 2 * kv, h, dtype);
-    FW_ASSIGN_OR_RETURN(auto wo, Floats(by_name, p + "self_attn.o_proj.weight", {h, q}, &used));
-    lw.o = ToMatrix(wo, h, q, dtype);
-    FW_ASSIGN_OR_RETURN(auto wg, Floats(by_name, p + "mlp.gate_proj.weight", {inter, h}, &used));
-    FW_ASSIGN_OR_RETURN(auto wu, Floats(by_name, p + "mlp.up_proj.weight", {inter, h}, &used));
-    wg.insert(wg.end(), wu.begin(), wu.end());
-    lw.gate_up = ToMatrix(wg, 2 * inter, h, dtype);
-    FW_ASSIGN_OR_RETURN(auto wd, Floats(by_name, p + "mlp.down_proj.weight", {h, inter}, &used));
-    lw.down = ToMatrix(wd, h, inter, dtype);
+    FW_ASSIGN_OR_RETURN(lw.qkv, Stack(by_name,
+                                      {p + "self_attn.q_proj.weight", p + "self_attn.k_proj.weight",
+                                       p + "self_attn.v_proj.weight"},
+                                      {q, kv, kv}, h, dtype, &used, old_layer(l, &LayerWeights::qkv)));
+    FW_ASSIGN_OR_RETURN(lw.o, Stack(by_name, {p + "self_attn.o_proj.weight"}, {h}, q, dtype, &used,
+                                    old_layer(l, &LayerWeights::o)));
+    FW_ASSIGN_OR_RETURN(lw.gate_up, Stack(by_name, {p + "mlp.gate_proj.weight", p + "mlp.up_proj.weight"},
+                                          {inter, inter}, h, dtype, &used, old_layer(l, &LayerWeights::gate_up)));
+    FW_ASSIGN_OR_RETURN(lw.down, Stack(by_name, {p + "mlp.down_proj.weight"}, {h}, inter, dtype, &used,
+                                       old_layer(l, &LayerWeights::down)));
     w->layers.push_back(std::move(lw));
   }
   for (const auto& [name, t] : by_name) {

@@ -82,10 +82,13 @@ struct ModelWeights {
   static Result<std::shared_ptr<const ModelWeights>> Load(const std::string& dir, DType dtype, int64_t version);
   // The same from named tensors in Hugging Face names (F32, BF16 or F16),
   // e.g. a version fetched from the weight service; the views are read
-  // during the call only.
+  // during the call only. `recycle` (may be null): weights no one else
+  // holds whose buffers are reused (their contents are lost), so a swap
+  // touches no fresh pages.
   static Result<std::shared_ptr<const ModelWeights>> FromTensors(ModelConfig config,
                                                                  const std::vector<const TensorView*>& tensors,
-                                                                 DType dtype, int64_t version);
+                                                                 DType dtype, int64_t version,
+                                                                 ModelWeights* recycle = nullptr);
 };
 
 }  // namespace flywheel::llm

@@ -89,6 +89,16 @@ Result<WeightsRef> WeightStore::GetExact(const std::string& model, int64_t versi
                                           it == models_.end() ? 0 : it->second->version, ")"));
 }
 
+std::shared_ptr<Weights> WeightStore::TakeUnusedPrevious(const std::string& model) {
+  absl::MutexLock lock(&mu_);
+  auto it = previous_.find(model);
+  // Readers copy a WeightsRef under mu_, so the count is exact here.
+  if (it == previous_.end() || it->second.use_count() != 1) return nullptr;
+  auto out = std::const_pointer_cast<Weights>(std::move(it->second));
+  previous_.erase(it);
+  return out;
+}
+
 int64_t WeightStore::Version(const std::string& model) const {
   absl::MutexLock lock(&mu_);
   auto it = models_.find(model);

@@ -70,6 +70,12 @@ class WeightStore {
   // after the next is published); NotFound naming what it has otherwise.
   Result<WeightsRef> GetExact(const std::string& model, int64_t version) const;
 
+  // Removes and returns the version before the latest of `model` when no
+  // reader holds it, so that its buffers can receive the next version's
+  // bytes; nullptr otherwise. (A fetch resuming that version then begins
+  // again at the latest.)
+  std::shared_ptr<Weights> TakeUnusedPrevious(const std::string& model);
+
   // Current version of `model` (0: never published).
   int64_t Version(const std::string& model) const;
   std::vector<std::string> Models() const;

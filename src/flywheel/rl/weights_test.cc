@@ -38,6 +38,28 @@ TEST(WeightStoreTest, VersionsGrowAndReadersShareTheSameWeights) {
   EXPECT_EQ(store.Models(), (std::vector<std::string>{"p"}));
 }
 
+TEST(WeightStoreTest, TheVersionBeforeTheLatestIsHeldExactlyAndLentOnlyWhenUnread) {
+  WeightStore store;
+  ASSERT_TRUE(store.Publish("p", {Floats("w", {1})}).ok());
+  EXPECT_EQ(store.TakeUnusedPrevious("p"), nullptr);  // no version before the latest
+  ASSERT_TRUE(store.Publish("p", {Floats("w", {2})}).ok());
+  auto v1 = store.GetExact("p", 1);
+  ASSERT_TRUE(v1.ok()) << v1.status();
+  EXPECT_EQ(reinterpret_cast<const float*>((*v1)->tensors[0].data.data())[0], 1.0f);
+  EXPECT_EQ(store.TakeUnusedPrevious("p"), nullptr);  // a reader holds version 1
+  v1 = absl::NotFoundError("dropped");
+  auto lent = store.TakeUnusedPrevious("p");
+  ASSERT_NE(lent, nullptr);
+  EXPECT_EQ(lent->version, 1);
+  auto gone = store.GetExact("p", 1);
+  EXPECT_TRUE(absl::IsNotFound(gone.status())) << gone.status();
+  EXPECT_NE(std::string(gone.status().message()).find("current 2"), std::string::npos) << gone.status();
+  EXPECT_TRUE(store.GetExact("p", 2).ok());
+  ASSERT_TRUE(store.Publish("p", {Floats("w", {3})}).ok());
+  EXPECT_TRUE(store.GetExact("p", 2).ok());  // the one before the latest
+  EXPECT_TRUE(absl::IsNotFound(store.GetExact("q", 1).status()));
+}
+
 TEST(WeightStoreTest, GetWaitsForANewerVersion) {
   WeightStore store;
   ASSERT_TRUE(store.Publish("p", {Floats("w", {1})}).ok());

@@ -44,6 +44,8 @@ constexpr int64_t kMinChunk = int64_t{4} << 10;
 constexpr int64_t kMaxChunk = int64_t{16} << 20;
 // Largest version a manifest may describe (checked before any byte arrives).
 constexpr int64_t kMaxTotalBytes = int64_t{1} << 40;
+// Largest reservation ahead of the bytes received for one tensor.
+constexpr int64_t kReserveCap = int64_t{256} << 20;
 // Uploads a server stages for resumption at once; the least recently
 // touched is dropped past this.
 constexpr size_t kMaxStagedUploads = 8;
@@ -112,6 +114,12 @@ Status Fill(std::vector<Tensor>* tensors, int64_t* filled, std::string_view data
       continue;
     }
     const int64_t take = std::min<int64_t>(want - skip, static_cast<int64_t>(data.size()));
+    // Room for the whole tensor once its first bytes arrive (at most
+    // kReserveCap ahead of what was received: a manifest's word alone
+    // allocates nothing), so appends do not copy it again and again.
+    if (t.data.capacity() < static_cast<size_t>(want)) {
+      t.data.reserve(static_cast<size_t>(std::min<int64_t>(want, static_cast<int64_t>(t.data.size()) + kReserveCap)));
+    }
     t.data.append(data.data(), static_cast<size_t>(take));
     data.remove_prefix(static_cast<size_t>(take));
     *filled += take;
@@ -120,6 +128,17 @@ Status Fill(std::vector<Tensor>* tensors, int64_t* filled, std::string_view data
   }
   if (!data.empty()) return absl::OutOfRangeError("chunk runs past the manifest's total_bytes");
   return absl::OkStatus();
+}
+
+// Gives `tensors` (empty, from a manifest) the buffers of `old`'s tensors
+// when they have the same count (their bytes are dropped, their capacity
+// kept: no fresh pages to fault in for the next version).
+void Recycle(Weights* old, std::vector<Tensor>* tensors) {
+  if (old == nullptr || old->tensors.size() != tensors->size()) return;
+  for (size_t i = 0; i < tensors->size(); ++i) {
+    (*tensors)[i].data = std::move(old->tensors[i].data);
+    (*tensors)[i].data.clear();
+  }
 }
 
 // Copies up to `n` bytes of the concatenation of `tensors`' data, from
@@ -265,6 +284,8 @@ class WeightService::Impl final : public proto::WeightStoreService::Service {
         auto tensors = TensorsOf(msg.manifest());
         if (!tensors.ok()) return ToGrpc(Annotate(tensors.status(), absl::StrCat("publish '", msg.manifest().model(), "'")));
         EvictLocked();
+        // The version before the latest, when unread, lends its buffers.
+        Recycle(store_->TakeUnusedPrevious(msg.manifest().model()).get(), &*tensors);
         it = uploads_.emplace(id, std::make_unique<Upload>()).first;
         it->second->manifest = msg.manifest();
         it->second->tensors = *std::move(tensors);
@@ -510,7 +531,7 @@ Result<int64_t> WeightClient::PublishChunked(const std::string& model, const std
 }
 
 Result<WeightsRef> WeightClient::FetchChunked(const std::string& model, int64_t newer_than, absl::Duration wait,
-                                              const ChunkedOptions& options, TransferStats* stats) {
+                                              const ChunkedOptions& options, TransferStats* stats, WeightsRef recycle) {
   const absl::Time start = absl::Now();
   TransferStats local;
   TransferStats& st = stats != nullptr ? *stats : local;
@@ -548,6 +569,8 @@ Result<WeightsRef> WeightClient::FetchChunked(const std::string& model, int64_t 
       if (msg.has_manifest()) {
         if (w == nullptr) {
           FW_ASSIGN_OR_RETURN_CTX(auto tensors, TensorsOf(msg.manifest()), "fetch '", model, "': server sent a bad manifest");
+          if (recycle != nullptr && recycle.use_count() == 1) Recycle(const_cast<Weights*>(recycle.get()), &tensors);
+          recycle.reset();
           w = std::make_shared<Weights>();
           w->model = model;
           w->version = msg.manifest().version();

@@ -81,8 +81,12 @@ class WeightClient {
   // Fetch as a stream of chunks: any size; after a dropped connection the
   // same version resumes at the byte reached, or, when the server no longer
   // holds that version, the fetch begins again at the latest.
+  // `recycle`: a version fetched before that the caller no longer uses; when
+  // no one else holds it and its tensors have the new one's sizes, their
+  // buffers receive the new bytes (no fresh pages to fault in).
   Result<WeightsRef> FetchChunked(const std::string& model, int64_t newer_than, absl::Duration wait = absl::ZeroDuration(),
-                                  const ChunkedOptions& options = {}, TransferStats* stats = nullptr);
+                                  const ChunkedOptions& options = {}, TransferStats* stats = nullptr,
+                                  WeightsRef recycle = nullptr);
   // (model, version) of every model on the server.
   Result<std::vector<std::pair<std::string, int64_t>>> List();
 
