@@ -319,17 +319,23 @@ struct Engine::Impl {
       // read block by block from the cache (no contiguous copy).
       k->ParallelFor(rows * cfg.num_heads, [&](int64_t i0, int64_t i1) {
         std::vector<float> scores;
-        std::vector<double> acc(static_cast<size_t>(hd));
+        std::vector<const float*> keys, values;
         for (int64_t i = i0; i < i1; ++i) {
           const int64_t r = i / cfg.num_heads, head = i % cfg.num_heads, g = head / group;
           const float* q = qkv.data() + r * qkv_dim + head * hd;
           Seq* s = row_seq[r];
           const int64_t p = row_pos[r];
           scores.resize(static_cast<size_t>(p + 1));
+          keys.resize(static_cast<size_t>(p + 1));
+          values.resize(static_cast<size_t>(p + 1));
+          for (int64_t j = 0; j <= p; ++j) {
+            keys[j] = KvAt(s->blocks[j / bs], l, 0, j % bs) + g * hd;
+            values[j] = KvAt(s->blocks[j / bs], l, 1, j % bs) + g * hd;
+          }
+          Dots(q, keys.data(), p + 1, hd, scores.data());  // each score exactly Dot(q, k_j)
           float m = -std::numeric_limits<float>::infinity();
           for (int64_t j = 0; j <= p; ++j) {
-            const float* kj = KvAt(s->blocks[j / bs], l, 0, j % bs) + g * hd;
-            scores[j] = Dot(q, kj, hd) * scale;
+            scores[j] *= scale;
             m = std::max(m, scores[j]);
           }
           float sum = 0;
@@ -340,11 +346,7 @@ struct Engine::Impl {
           float* out = attn.data() + r * q_dim + head * hd;
           std::fill(out, out + hd, 0.f);
           const float inv = 1.0f / sum;
-          for (int64_t j = 0; j <= p; ++j) {
-            const float* vj = KvAt(s->blocks[j / bs], l, 1, j % bs) + g * hd;
-            const float pj = scores[j] * inv;
-            for (int64_t d = 0; d < hd; ++d) out[d] += pj * vj[d];
-          }
+          for (int64_t j = 0; j <= p; ++j) Axpy(scores[j] * inv, values[j], out, hd);
         }
       });
       k->MatMul(attn.data(), rows, lw.o, tmp.data());

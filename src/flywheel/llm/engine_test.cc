@@ -86,13 +86,49 @@ class EngineTest : public ::testing::Test {
   io::TempDir dir_{"fw_engine"};
 };
 
+TEST(KernelsTest, DotsAndAxpyEqualTheirScalarDefinitionsBitForBit) {
+  std::mt19937 rng(11);
+  std::normal_distribution<float> nd;
+  for (int64_t n : {64, 83, 16}) {
+    std::vector<float> q(static_cast<size_t>(n));
+    for (float& v : q) v = nd(rng);
+    std::vector<std::vector<float>> rows(37, std::vector<float>(static_cast<size_t>(n)));
+    std::vector<const float*> ptrs;
+    for (auto& r : rows) {
+      for (float& v : r) v = nd(rng);
+      ptrs.push_back(r.data());
+    }
+    for (int64_t count : {0, 1, 15, 16, 17, 32, 37}) {
+      std::vector<float> out(static_cast<size_t>(count) + 1, -1.0f);
+      Dots(q.data(), ptrs.data(), count, n, out.data());
+      for (int64_t i = 0; i < count; ++i) {
+        const float want = Dot(q.data(), ptrs[i], n);
+        EXPECT_EQ(std::memcmp(&out[i], &want, 4), 0) << "n " << n << " count " << count << " row " << i;
+      }
+      EXPECT_EQ(out[count], -1.0f);  // nothing written past count
+    }
+    std::vector<float> y(q.size()), want(q.size());
+    for (size_t i = 0; i < y.size(); ++i) want[i] = y[i] = nd(rng);
+    Axpy(0.37f, q.data(), y.data(), n);
+    for (size_t i = 0; i < y.size(); ++i) {
+      const float prod = 0.37f * q[i];
+      want[i] = want[i] + prod;
+      EXPECT_EQ(std::memcmp(&y[i], &want[i], 4), 0) << i;
+    }
+  }
+}
+
 TEST(KernelsTest, MatMulIsIdenticalAcrossIsasRowCountsAndThreads) {
   std::mt19937 rng(7);
   std::normal_distribution<float> nd;
-  for (DType dt : {DType::kF32, DType::kBF16}) {
+  // 83: not a multiple of 16 (the tail path); 96: full 4 x 4 tiles reduced together.
+  for (const auto& case_ : std::vector<std::pair<DType, int64_t>>{
+           {DType::kF32, 83}, {DType::kBF16, 83}, {DType::kF32, 96}, {DType::kBF16, 96}}) {
+    const DType dt = case_.first;
+    const int64_t cols = case_.second;
     Matrix w;
     w.rows = 37;
-    w.cols = 83;  // not a multiple of 16: the tail path too
+    w.cols = cols;
     w.dtype = dt;
     std::vector<float> wf(static_cast<size_t>(w.rows * w.cols));
     for (float& v : wf) v = nd(rng);

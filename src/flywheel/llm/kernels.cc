@@ -52,6 +52,34 @@ FW_AVX512 inline __m512 W512(const uint16_t* p) {
   return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
 }
 
+// The 16 dot products of a 4 x 4 tile reduced at once, each by exactly
+// ReduceLanes's tree (lane i + lane i+8, then +4, +2, +1; IEEE addition is
+// commutative, so operand order within a pair does not matter): four levels
+// of shuffles and vector adds instead of 16 scalar trees. Fed acc[n][t] in
+// order n * 4 + t, the result holds output (t, n) in lane t * 4 + n.
+FW_AVX512 inline void Reduce16(const __m512 (&acc)[4][4], float* y, int64_t ldy) {
+  const __m512* a = &acc[0][0];
+  __m512 v[8], w[4], x[2];
+  for (int k = 0; k < 8; ++k) {  // lanes i + i+8
+    v[k] = _mm512_add_ps(_mm512_shuffle_f32x4(a[2 * k], a[2 * k + 1], 0x44),
+                         _mm512_shuffle_f32x4(a[2 * k], a[2 * k + 1], 0xEE));
+  }
+  for (int k = 0; k < 4; ++k) {  // + i+4
+    w[k] = _mm512_add_ps(_mm512_shuffle_f32x4(v[2 * k], v[2 * k + 1], 0x88),
+                         _mm512_shuffle_f32x4(v[2 * k], v[2 * k + 1], 0xDD));
+  }
+  for (int k = 0; k < 2; ++k) {  // + i+2
+    x[k] = _mm512_add_ps(_mm512_shuffle_ps(w[2 * k], w[2 * k + 1], _MM_SHUFFLE(1, 0, 1, 0)),
+                         _mm512_shuffle_ps(w[2 * k], w[2 * k + 1], _MM_SHUFFLE(3, 2, 3, 2)));
+  }
+  const __m512 r = _mm512_add_ps(_mm512_shuffle_ps(x[0], x[1], _MM_SHUFFLE(2, 0, 2, 0)),  // + i+1
+                                 _mm512_shuffle_ps(x[0], x[1], _MM_SHUFFLE(3, 1, 3, 1)));
+  _mm_storeu_ps(y, _mm512_extractf32x4_ps(r, 0));
+  _mm_storeu_ps(y + ldy, _mm512_extractf32x4_ps(r, 1));
+  _mm_storeu_ps(y + 2 * ldy, _mm512_extractf32x4_ps(r, 2));
+  _mm_storeu_ps(y + 3 * ldy, _mm512_extractf32x4_ps(r, 3));
+}
+
 template <int NR, int TR, typename W>
 FW_AVX512 void Tile512(const float* x, int64_t K, const W* w, float* y, int64_t ldy) {
   __m512 acc[NR][TR];
@@ -69,6 +97,12 @@ FW_AVX512 void Tile512(const float* x, int64_t K, const W* w, float* y, int64_t 
       const __m512 wv = W512(w + n * K + k);
       #pragma GCC unroll 4
       for (int t = 0; t < TR; ++t) acc[n][t] = _mm512_fmadd_ps(wv, xv[t], acc[n][t]);
+    }
+  }
+  if constexpr (NR == 4 && TR == 4) {
+    if (k == K) {  // no tail: reduce the 16 accumulators together
+      Reduce16(acc, y, ldy);
+      return;
     }
   }
   alignas(64) float lanes[kLanes];
@@ -91,6 +125,42 @@ FW_AVX512 float Dot512(const float* a, const float* b, int64_t n) {
   _mm512_store_ps(lanes, acc);
   Tail(a, b, k, n, lanes);
   return ReduceLanes(lanes);
+}
+
+// out[i] = Dot512(q, rows[i], n) for i < count, 16 rows at a time reduced
+// together (Reduce16: the same bits as Dot512's own tree).
+FW_AVX512 void Dots512(const float* q, const float* const* rows, int64_t count, int64_t n, float* out) {
+  int64_t i = 0;
+  if (n % kLanes == 0) {
+    for (; i + 16 <= count; i += 16) {
+      __m512 acc[4][4];
+      #pragma GCC unroll 4
+      for (int a = 0; a < 4; ++a)
+        #pragma GCC unroll 4
+        for (int b = 0; b < 4; ++b) acc[a][b] = _mm512_setzero_ps();
+      for (int64_t k = 0; k < n; k += kLanes) {
+        const __m512 qv = _mm512_loadu_ps(q + k);
+        #pragma GCC unroll 4
+        for (int a = 0; a < 4; ++a)
+          #pragma GCC unroll 4
+          for (int b = 0; b < 4; ++b) {
+            // acc[a][b] holds row i + b * 4 + a, so Reduce16 writes it at out[b * 4 + a].
+            acc[a][b] = _mm512_fmadd_ps(_mm512_loadu_ps(rows[i + b * 4 + a] + k), qv, acc[a][b]);
+          }
+      }
+      Reduce16(acc, out + i, 4);
+    }
+  }
+  for (; i < count; ++i) out[i] = Dot512(q, rows[i], n);
+}
+
+FW_AVX512 void Axpy512(float a, const float* x, float* y, int64_t n) {
+  const __m512 av = _mm512_set1_ps(a);
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    _mm512_storeu_ps(y + i, _mm512_add_ps(_mm512_loadu_ps(y + i), _mm512_mul_ps(av, _mm512_loadu_ps(x + i))));
+  }
+  for (; i < n; ++i) y[i] = y[i] + a * x[i];
 }
 
 // ---------------------------------------------------------------- AVX2+FMA
@@ -305,6 +375,22 @@ DotFn BestDot() {
   }
 }
 
+void DotsWith(DotFn dot, const float* q, const float* const* rows, int64_t count, int64_t n, float* out) {
+  for (int64_t i = 0; i < count; ++i) out[i] = dot(q, rows[i], n);
+}
+void Dots256(const float* q, const float* const* rows, int64_t count, int64_t n, float* out) {
+  DotsWith(&Dot256, q, rows, count, n, out);
+}
+void DotsPortable(const float* q, const float* const* rows, int64_t count, int64_t n, float* out) {
+  DotsWith(&DotPortable, q, rows, count, n, out);
+}
+void AxpyPortable(float a, const float* x, float* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] = y[i] + a * x[i];
+}
+
+using DotsFn = void (*)(const float*, const float* const*, int64_t, int64_t, float*);
+using AxpyFn = void (*)(float, const float*, float*, int64_t);
+
 }  // namespace
 
 std::unique_ptr<Kernels> MakeCpuKernels(int threads, const std::string& isa) {
@@ -318,6 +404,22 @@ std::unique_ptr<Kernels> MakeCpuKernels(int threads, const std::string& isa) {
 float Dot(const float* a, const float* b, int64_t n) {
   static const DotFn fn = BestDot();
   return fn(a, b, n);
+}
+
+void Dots(const float* q, const float* const* rows, int64_t count, int64_t n, float* out) {
+  static const DotsFn fn = [] {
+    switch (DetectIsa()) {
+      case Isa::kAvx512: return &Dots512;
+      case Isa::kAvx2: return &Dots256;
+      default: return &DotsPortable;
+    }
+  }();
+  fn(q, rows, count, n, out);
+}
+
+void Axpy(float a, const float* x, float* y, int64_t n) {
+  static const AxpyFn fn = DetectIsa() == Isa::kAvx512 ? &Axpy512 : &AxpyPortable;
+  fn(a, x, y, n);
 }
 
 }  // namespace flywheel::llm
