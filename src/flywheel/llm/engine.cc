@@ -343,10 +343,9 @@ struct Engine::Impl {
             scores[j] = std::exp(scores[j] - m);
             sum += scores[j];
           }
-          float* out = attn.data() + r * q_dim + head * hd;
-          std::fill(out, out + hd, 0.f);
           const float inv = 1.0f / sum;
-          for (int64_t j = 0; j <= p; ++j) Axpy(scores[j] * inv, values[j], out, hd);
+          for (int64_t j = 0; j <= p; ++j) scores[j] *= inv;
+          WeightedSum(scores.data(), values.data(), p + 1, hd, attn.data() + r * q_dim + head * hd);
         }
       });
       k->MatMul(attn.data(), rows, lw.o, tmp.data());

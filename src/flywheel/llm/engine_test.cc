@@ -107,6 +107,19 @@ TEST(KernelsTest, DotsAndAxpyEqualTheirScalarDefinitionsBitForBit) {
       }
       EXPECT_EQ(out[count], -1.0f);  // nothing written past count
     }
+    {
+      std::vector<float> coef(rows.size());
+      for (float& c : coef) c = nd(rng);
+      std::vector<float> got(static_cast<size_t>(n)), ref(static_cast<size_t>(n), 0.0f);
+      WeightedSum(coef.data(), ptrs.data(), static_cast<int64_t>(ptrs.size()), n, got.data());
+      for (size_t j = 0; j < ptrs.size(); ++j) {
+        for (int64_t d = 0; d < n; ++d) {
+          const float prod = coef[j] * ptrs[j][d];
+          ref[d] = ref[d] + prod;
+        }
+      }
+      EXPECT_EQ(std::memcmp(got.data(), ref.data(), got.size() * 4), 0) << "weighted sum, n " << n;
+    }
     std::vector<float> y(q.size()), want(q.size());
     for (size_t i = 0; i < y.size(); ++i) want[i] = y[i] = nd(rng);
     Axpy(0.37f, q.data(), y.data(), n);

@@ -1,9 +1,10 @@
 #include "flywheel/llm/kernels.h"
 
 // GCC 12 reports its own AVX-512 intrinsics' undefined-vector placeholders
-// as maybe-uninitialized (a known false positive).
+// as (maybe-)uninitialized (a known false positive).
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
 #endif
 #include <immintrin.h>
 
@@ -80,7 +81,7 @@ FW_AVX512 inline void Reduce16(const __m512 (&acc)[4][4], float* y, int64_t ldy)
   _mm_storeu_ps(y + 3 * ldy, _mm512_extractf32x4_ps(r, 3));
 }
 
-template <int NR, int TR, typename W>
+template <int NR, int TR, typename W, bool PF>
 FW_AVX512 void Tile512(const float* x, int64_t K, const W* w, float* y, int64_t ldy) {
   __m512 acc[NR][TR];
   #pragma GCC unroll 4
@@ -95,6 +96,10 @@ FW_AVX512 void Tile512(const float* x, int64_t K, const W* w, float* y, int64_t 
     #pragma GCC unroll 4
     for (int n = 0; n < NR; ++n) {
       const __m512 wv = W512(w + n * K + k);
+      // The next tile's weights, so that streaming them from memory overlaps
+      // this tile's arithmetic (a hint only: never faults, never changes a
+      // bit). Only the first row tile over these weights prefetches.
+      if constexpr (PF) _mm_prefetch(reinterpret_cast<const char*>(w + (NR + n) * K + k), _MM_HINT_T0);
       #pragma GCC unroll 4
       for (int t = 0; t < TR; ++t) acc[n][t] = _mm512_fmadd_ps(wv, xv[t], acc[n][t]);
     }
@@ -161,6 +166,37 @@ FW_AVX512 void Axpy512(float a, const float* x, float* y, int64_t n) {
     _mm512_storeu_ps(y + i, _mm512_add_ps(_mm512_loadu_ps(y + i), _mm512_mul_ps(av, _mm512_loadu_ps(x + i))));
   }
   for (; i < n; ++i) y[i] = y[i] + a * x[i];
+}
+
+// out[d] = sum over j in order of coef[j] * rows[j][d] (each product
+// rounded, then added), accumulated in registers 64 columns at a time.
+FW_AVX512 void WeightedSum512(const float* coef, const float* const* rows, int64_t count, int64_t n, float* out) {
+  int64_t d = 0;
+  for (; d + 64 <= n; d += 64) {
+    __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+    for (int64_t j = 0; j < count; ++j) {
+      const __m512 c = _mm512_set1_ps(coef[j]);
+      const float* r = rows[j] + d;
+      a0 = _mm512_add_ps(a0, _mm512_mul_ps(c, _mm512_loadu_ps(r)));
+      a1 = _mm512_add_ps(a1, _mm512_mul_ps(c, _mm512_loadu_ps(r + 16)));
+      a2 = _mm512_add_ps(a2, _mm512_mul_ps(c, _mm512_loadu_ps(r + 32)));
+      a3 = _mm512_add_ps(a3, _mm512_mul_ps(c, _mm512_loadu_ps(r + 48)));
+    }
+    _mm512_storeu_ps(out + d, a0);
+    _mm512_storeu_ps(out + d + 16, a1);
+    _mm512_storeu_ps(out + d + 32, a2);
+    _mm512_storeu_ps(out + d + 48, a3);
+  }
+  for (; d + 16 <= n; d += 16) {
+    __m512 a = _mm512_setzero_ps();
+    for (int64_t j = 0; j < count; ++j) a = _mm512_add_ps(a, _mm512_mul_ps(_mm512_set1_ps(coef[j]), _mm512_loadu_ps(rows[j] + d)));
+    _mm512_storeu_ps(out + d, a);
+  }
+  for (; d < n; ++d) {
+    float a = 0;
+    for (int64_t j = 0; j < count; ++j) a = a + coef[j] * rows[j][d];
+    out[d] = a;
+  }
 }
 
 // ---------------------------------------------------------------- AVX2+FMA
@@ -258,11 +294,11 @@ Isa DetectIsa() {
 
 using TileFn = void (*)(const float*, int64_t, const void*, float*, int64_t);
 
-template <int NR, int TR, typename W, Isa I>
+template <int NR, int TR, typename W, Isa I, bool PF>
 void TileEntry(const float* x, int64_t K, const void* w, float* y, int64_t ldy) {
   const W* wp = static_cast<const W*>(w);
   if constexpr (I == Isa::kAvx512) {
-    Tile512<NR, TR, W>(x, K, wp, y, ldy);
+    Tile512<NR, TR, W, PF>(x, K, wp, y, ldy);
   } else if constexpr (I == Isa::kAvx2) {
     Tile256<NR, TR, W>(x, K, wp, y, ldy);
   } else {
@@ -272,7 +308,7 @@ void TileEntry(const float* x, int64_t K, const void* w, float* y, int64_t ldy) 
 
 // Tiles up to 4 x 4 (AVX-512: 16 accumulators; AVX2 up to 2 x 2 in pairs of
 // 256-bit halves, else registers spill).
-template <typename W, Isa I>
+template <typename W, Isa I, bool PF>
 struct TileTable {
   TileFn fn[4][4];
   TileTable() {
@@ -283,10 +319,10 @@ struct TileTable {
   }
   template <int NR>
   void Fill() {
-    fn[NR - 1][0] = &TileEntry<NR, 1, W, I>;
-    fn[NR - 1][1] = &TileEntry<NR, 2, W, I>;
-    fn[NR - 1][2] = &TileEntry<NR, 3, W, I>;
-    fn[NR - 1][3] = &TileEntry<NR, 4, W, I>;
+    fn[NR - 1][0] = &TileEntry<NR, 1, W, I, PF>;
+    fn[NR - 1][1] = &TileEntry<NR, 2, W, I, PF>;
+    fn[NR - 1][2] = &TileEntry<NR, 3, W, I, PF>;
+    fn[NR - 1][3] = &TileEntry<NR, 4, W, I, PF>;
   }
 };
 
@@ -300,7 +336,8 @@ class CpuKernels : public Kernels {
     const size_t wbytes = bf16 ? 2 : 4;
     const int max_n = isa_ == Isa::kAvx2 ? 2 : 4;
     const int max_t = isa_ == Isa::kAvx2 ? 2 : 4;
-    const TileFn(*table)[4] = Lookup(bf16);
+    const TileFn(*table)[4] = Lookup(bf16, false);
+    const TileFn(*first)[4] = Lookup(bf16, true);  // the first row tile over a weight tile prefetches the next
     // Split the output columns into chunks of whole tiles, a few per thread.
     const int64_t tiles = (N + max_n - 1) / max_n;
     const int64_t chunks = std::min<int64_t>(tiles, static_cast<int64_t>(pool_.num_threads()) * 4);
@@ -316,7 +353,10 @@ class CpuKernels : public Kernels {
           const void* wp = wdata + static_cast<size_t>(n * K) * wbytes;
           for (int64_t t = t0; t < t1; t += max_t) {
             const int tr = static_cast<int>(std::min<int64_t>(max_t, t1 - t));
-            table[nr - 1][tr - 1](x + t * K, K, wp, y + t * N + n, N);
+            // With few rows every pass prefetches (memory-bound); with many only the
+            // first (compute-bound: prefetches would take load slots).
+            const bool pf = (rows <= 16 || t == t0) && n + 2 * max_n <= n1;
+            (pf ? first : table)[nr - 1][tr - 1](x + t * K, K, wp, y + t * N + n, N);
           }
         }
       }
@@ -342,17 +382,21 @@ class CpuKernels : public Kernels {
   }
 
  private:
-  template <typename W, Isa I>
-  static const TileTable<W, I>& Table() {
-    static const TileTable<W, I> t;
+  template <typename W, Isa I, bool PF>
+  static const TileTable<W, I, PF>& Table() {
+    static const TileTable<W, I, PF> t;
     return t;
   }
-  const TileFn (*Lookup(bool bf16) const)[4] {
+  template <bool PF>
+  const TileFn (*LookupPf(bool bf16) const)[4] {
     switch (isa_) {
-      case Isa::kAvx512: return bf16 ? Table<uint16_t, Isa::kAvx512>().fn : Table<float, Isa::kAvx512>().fn;
-      case Isa::kAvx2: return bf16 ? Table<uint16_t, Isa::kAvx2>().fn : Table<float, Isa::kAvx2>().fn;
-      default: return bf16 ? Table<uint16_t, Isa::kPortable>().fn : Table<float, Isa::kPortable>().fn;
+      case Isa::kAvx512: return bf16 ? Table<uint16_t, Isa::kAvx512, PF>().fn : Table<float, Isa::kAvx512, PF>().fn;
+      case Isa::kAvx2: return bf16 ? Table<uint16_t, Isa::kAvx2, PF>().fn : Table<float, Isa::kAvx2, PF>().fn;
+      default: return bf16 ? Table<uint16_t, Isa::kPortable, PF>().fn : Table<float, Isa::kPortable, PF>().fn;
     }
+  }
+  const TileFn (*Lookup(bool bf16, bool prefetch) const)[4] {
+    return prefetch ? LookupPf<true>(bf16) : LookupPf<false>(bf16);
   }
 
   ThreadPool pool_;
@@ -388,6 +432,11 @@ void AxpyPortable(float a, const float* x, float* y, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] = y[i] + a * x[i];
 }
 
+void WeightedSumPortable(const float* coef, const float* const* rows, int64_t count, int64_t n, float* out) {
+  for (int64_t d = 0; d < n; ++d) out[d] = 0;
+  for (int64_t j = 0; j < count; ++j) AxpyPortable(coef[j], rows[j], out, n);
+}
+
 using DotsFn = void (*)(const float*, const float* const*, int64_t, int64_t, float*);
 using AxpyFn = void (*)(float, const float*, float*, int64_t);
 
@@ -415,6 +464,11 @@ void Dots(const float* q, const float* const* rows, int64_t count, int64_t n, fl
     }
   }();
   fn(q, rows, count, n, out);
+}
+
+void WeightedSum(const float* coef, const float* const* rows, int64_t count, int64_t n, float* out) {
+  static const DotsFn fn = DetectIsa() == Isa::kAvx512 ? &WeightedSum512 : &WeightedSumPortable;
+  fn(coef, rows, count, n, out);
 }
 
 void Axpy(float a, const float* x, float* y, int64_t n) {

@@ -45,6 +45,9 @@ float Dot(const float* a, const float* b, int64_t n);
 // out[i] = Dot(q, rows[i], n) for i < count, bit for bit, faster (attention
 // scores: 16 rows reduced at once where the processor allows).
 void Dots(const float* q, const float* const* rows, int64_t count, int64_t n, float* out);
+// out[d] = (((0 + coef[0] * rows[0][d]) + coef[1] * rows[1][d]) + ...), each
+// product rounded then added, in row order (attention's weighted values).
+void WeightedSum(const float* coef, const float* const* rows, int64_t count, int64_t n, float* out);
 // y[i] = y[i] + a * x[i] (a product rounded, then a sum: every path alike).
 void Axpy(float a, const float* x, float* y, int64_t n);
 
