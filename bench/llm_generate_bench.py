@@ -246,6 +246,10 @@ def main():
                 row["flywheel"]["kernels"] = kernels
                 dt16, _, _ = run_flywheel(path, ps, dtype="bf16")
                 row["flywheel_bf16"] = figures("flywheel bf16", batch, dt16, nums, bw, flops, f32_bytes / 2)
+                dt8, ours8, _ = run_flywheel(path, ps, dtype="int8")
+                row["flywheel_int8"] = figures("flywheel int8", batch, dt8, nums, bw, flops, f32_bytes / 4)
+                row["greedy_agreement_int8_vs_f32"] = float(np.mean([a == b for x, y in zip(ours, ours8)
+                                                                     for a, b in zip(x, y)]))
                 dt, theirs = run_transformers(path, ps)
                 row["transformers"] = figures("transformers generate", batch, dt, nums, bw, flops, f32_bytes)
                 row["greedy_agreement_transformers"] = float(np.mean([a == b for x, y in zip(ours, theirs)
@@ -267,11 +271,12 @@ def main():
         with open(args.out, "w") as f:
             json.dump(results, f, indent=2)
         log(f"wrote {args.out}")
-    print("| model | batch | flywheel f32 tok/s | bf16 | transformers | llama.cpp Q4_1 | ×transformers | ×llama.cpp |")
-    print("|---|---|---|---|---|---|---|---|")
+    print("| model | batch | flywheel f32 tok/s | bf16 | int8 | transformers | llama.cpp Q4_1 | ×transformers | ×llama.cpp |")
+    print("|---|---|---|---|---|---|---|---|---|")
     for r in results["runs"]:
         lc = r.get("llama_cpp", {}).get("tokens_per_s", "–")
         print(f"| {r['model']} | {r['batch']} | {r['flywheel']['tokens_per_s']} | {r['flywheel_bf16']['tokens_per_s']} "
+              f"| {r['flywheel_int8']['tokens_per_s']} "
               f"| {r['transformers']['tokens_per_s']} | {lc} | {r['flywheel_over_transformers']} "
               f"| {r.get('flywheel_over_llama_cpp', '–')} |")
 

@@ -60,8 +60,10 @@ void RegisterLlm(py::module_& m) {
              EngineOptions o;
              if (dtype == "bf16" || dtype == "bfloat16") {
                o.weight_dtype = llm::DType::kBF16;
+             } else if (dtype == "int8") {
+               o.weight_dtype = llm::DType::kI8;
              } else if (dtype != "f32" && dtype != "float32") {
-               ThrowIfError(absl::InvalidArgumentError("dtype must be f32 or bf16, got '" + dtype + "'"));
+               ThrowIfError(absl::InvalidArgumentError("dtype must be f32, bf16 or int8, got '" + dtype + "'"));
              }
              o.kv_cache_bytes = kv_cache_bytes;
              o.block_tokens = block_tokens;

@@ -127,19 +127,48 @@ def test_determinism_across_threads_and_batch_composition(tiny_dir):
     assert c[0]["tokens"] == a[2]["tokens"] and c[0]["logprobs"] == a[2]["logprobs"]
 
 
+def test_int8_weights_stay_close_to_float_and_are_deterministic(tiny_dir):
+    model = llm.load(tiny_dir).eval()
+    prompts = prompts_for(53, [5, 17, 40], seed=3)
+    q = llm.Engine(tiny_dir, dtype="int8")
+    for p, got in zip(prompts, q.prompt_logits(prompts)):
+        want = torch_logits(model, p)
+        # Per-row int8: each weight within half a step (max|row| / 254) of its value.
+        assert rel_err(got, want) <= 0.05
+        assert float((got.argmax(-1) == want.argmax(-1)).mean()) >= 0.9
+    a = llm.Engine(tiny_dir, dtype="int8", threads=1, isa="portable").generate(
+        prompts, max_new_tokens=12, temperature=0.8, seed=2, ignore_eos=True)
+    b = llm.Engine(tiny_dir, dtype="int8", threads=2, max_step_tokens=7).generate(
+        prompts, max_new_tokens=12, temperature=0.8, seed=2, ignore_eos=True)
+    assert [o["logprobs"] for o in a] == [o["logprobs"] for o in b]
+
+
 def test_bad_input_is_refused_by_name(tiny_dir):
     eng = llm.Engine(tiny_dir)
     with pytest.raises(Exception, match="outside the vocabulary"):
         eng.submit([1, 2, 500])
     with pytest.raises(Exception, match="exceeds the context of 128"):
         eng.submit([1] * 100, max_new_tokens=50)
-    with pytest.raises(Exception, match="dtype must be f32 or bf16"):
+    with pytest.raises(Exception, match="dtype must be f32, bf16 or int8"):
         llm.Engine(tiny_dir, dtype="int3")
     with pytest.raises(Exception, match="missing/config.json"):
         llm.Engine(tiny_dir + "/missing")
     out = eng.generate([[1, 2], [3, 999], [4]], max_new_tokens=3)
     assert [o["finish_reason"] for o in out][1] == "error" and "999" in out[1]["error"]
     assert out[0]["finish_reason"] != "error" and out[2]["finish_reason"] != "error"
+
+
+@needs_smol
+def test_int8_smollm2_agrees_with_float_on_the_next_token():
+    tok = llm.Tokenizer.from_pretrained(SMOL)
+    texts = ["The capital of France is", "def add(a, b):\n    return", "Once upon a time, in a small village,",
+             "The chemical symbol for gold is", "Water boils at a temperature of"]
+    prompts = [tok.encode(t) for t in texts]
+    f = llm.Engine(SMOL).prompt_logits(prompts)
+    q = llm.Engine(SMOL, dtype="int8").prompt_logits(prompts)
+    agree = np.mean(np.concatenate([a.argmax(-1) == b.argmax(-1) for a, b in zip(f, q)]))
+    assert agree >= 0.9, agree
+    assert max(rel_err(b, a) for a, b in zip(f, q)) <= 0.1
 
 
 @needs_smol

@@ -6,7 +6,8 @@ batch-invariant, with hot-swapped weights and a version on every token.
     out = eng.generate([[1, 2, 3], [4, 5]], max_new_tokens=32, temperature=0.7, seed=1)
     out[0]["tokens"], out[0]["logprobs"], out[0]["versions"], out[0]["finish_reason"]
 
-Constructor options: dtype ("f32" or "bf16" weights), kv_cache_bytes,
+Constructor options: dtype ("f32", "bf16" or "int8": weight-only int8 with a
+scale per output row), kv_cache_bytes,
 block_tokens, max_step_tokens (tokens per step: decodes plus prefill chunks),
 max_running, threads (0 = all cores), isa ("" = best, "avx512", "avx2",
 "portable"), recompute_on_swap, version.

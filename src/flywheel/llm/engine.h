@@ -41,7 +41,7 @@
 namespace flywheel::llm {
 
 struct EngineOptions {
-  DType weight_dtype = DType::kF32;       // F32 or BF16
+  DType weight_dtype = DType::kF32;       // F32, BF16 or I8 (weight-only int8, a scale per row)
   int64_t kv_cache_bytes = int64_t{512} << 20;
   int block_tokens = 16;                  // positions per KV block
   int64_t max_step_tokens = 256;          // tokens computed per step (decodes + prefill chunks)

@@ -135,8 +135,12 @@ TEST(KernelsTest, MatMulIsIdenticalAcrossIsasRowCountsAndThreads) {
   std::mt19937 rng(7);
   std::normal_distribution<float> nd;
   // 83: not a multiple of 16 (the tail path); 96: full 4 x 4 tiles reduced together.
-  for (const auto& case_ : std::vector<std::pair<DType, int64_t>>{
-           {DType::kF32, 83}, {DType::kBF16, 83}, {DType::kF32, 96}, {DType::kBF16, 96}}) {
+  for (const auto& case_ : std::vector<std::pair<DType, int64_t>>{{DType::kF32, 83},
+                                                                  {DType::kBF16, 83},
+                                                                  {DType::kI8, 83},
+                                                                  {DType::kF32, 96},
+                                                                  {DType::kBF16, 96},
+                                                                  {DType::kI8, 96}}) {
     const DType dt = case_.first;
     const int64_t cols = case_.second;
     Matrix w;
@@ -148,6 +152,15 @@ TEST(KernelsTest, MatMulIsIdenticalAcrossIsasRowCountsAndThreads) {
     if (dt == DType::kF32) {
       w.data.resize(wf.size() * 4);
       std::memcpy(w.data.data(), wf.data(), w.data.size());
+    } else if (dt == DType::kI8) {
+      w.data.resize(wf.size());
+      w.scale.resize(static_cast<size_t>(w.rows));
+      for (int64_t r = 0; r < w.rows; ++r) {
+        w.scale[r] = 0.01f * static_cast<float>(r + 1);
+        for (int64_t k = 0; k < w.cols; ++k) {
+          w.data[r * w.cols + k] = static_cast<uint8_t>(static_cast<int8_t>((r * 31 + k * 17) % 255 - 127));
+        }
+      }
     } else {
       w.data.resize(wf.size() * 2);
       for (size_t i = 0; i < wf.size(); ++i) {
@@ -347,6 +360,13 @@ TEST_F(EngineTest, BadInputIsRefusedByNameAndOthersStillRun) {
                   .status()
                   .message(),
               HasSubstr("multiple of num_attention_heads"));
+  // Each size within its own bound, but together past 10^12 parameters (products would overflow).
+  EXPECT_THAT(ModelConfig::FromJson("{\"vocab_size\": 4294967296, \"hidden_size\": 4294967296, "
+                                    "\"intermediate_size\": 4294967296, \"num_hidden_layers\": 4294967296, "
+                                    "\"num_attention_heads\": 1}")
+                  .status()
+                  .message(),
+              HasSubstr("more than 10^12"));
 }
 
 }  // namespace

@@ -36,6 +36,7 @@ inline float Bf16(uint16_t h) {
 }
 inline float Load1(const float* p) { return *p; }
 inline float Load1(const uint16_t* p) { return Bf16(*p); }
+inline float Load1(const int8_t* p) { return static_cast<float>(*p); }
 
 // The tail k in [k0, K): lane k - k0 (k0 is a multiple of 16), scalar fma as
 // every path does it.
@@ -51,6 +52,9 @@ FW_AVX512 inline __m512 W512(const float* p) { return _mm512_loadu_ps(p); }
 FW_AVX512 inline __m512 W512(const uint16_t* p) {
   const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
   return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+}
+FW_AVX512 inline __m512 W512(const int8_t* p) {
+  return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))));
 }
 
 // The 16 dot products of a 4 x 4 tile reduced at once, each by exactly
@@ -206,6 +210,11 @@ struct V2 {
   __m256 lo, hi;
 };
 FW_AVX2 inline V2 W256(const float* p) { return {_mm256_loadu_ps(p), _mm256_loadu_ps(p + 8)}; }
+FW_AVX2 inline V2 W256(const int8_t* p) {
+  const __m128i a = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p));
+  const __m128i b = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p + 8));
+  return {_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(a)), _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(b))};
+}
 FW_AVX2 inline V2 W256(const uint16_t* p) {
   const __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
   const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 8));
@@ -332,12 +341,13 @@ class CpuKernels : public Kernels {
 
   void MatMul(const float* x, int64_t rows, const Matrix& w, float* y) override {
     const int64_t N = w.rows, K = w.cols;
-    const bool bf16 = w.dtype == DType::kBF16;
-    const size_t wbytes = bf16 ? 2 : 4;
+    const size_t wbytes = w.dtype == DType::kBF16 ? 2 : w.dtype == DType::kI8 ? 1 : 4;
+    const bool int8 = w.dtype == DType::kI8;
+    const float* scale = int8 ? w.scale.data() : nullptr;
     const int max_n = isa_ == Isa::kAvx2 ? 2 : 4;
     const int max_t = isa_ == Isa::kAvx2 ? 2 : 4;
-    const TileFn(*table)[4] = Lookup(bf16, false);
-    const TileFn(*first)[4] = Lookup(bf16, true);  // the first row tile over a weight tile prefetches the next
+    const TileFn(*table)[4] = Lookup(w.dtype, false);
+    const TileFn(*first)[4] = Lookup(w.dtype, true);  // the first row tile over a weight tile prefetches the next
     // Split the output columns into chunks of whole tiles, a few per thread.
     const int64_t tiles = (N + max_n - 1) / max_n;
     const int64_t chunks = std::min<int64_t>(tiles, static_cast<int64_t>(pool_.num_threads()) * 4);
@@ -357,6 +367,11 @@ class CpuKernels : public Kernels {
             // first (compute-bound: prefetches would take load slots).
             const bool pf = (rows <= 16 || t == t0) && n + 2 * max_n <= n1;
             (pf ? first : table)[nr - 1][tr - 1](x + t * K, K, wp, y + t * N + n, N);
+            if (int8) {  // y = scale[n] * dot(x, q_n): one rounding after the dot, as every path
+              for (int64_t tt = t; tt < t + tr; ++tt) {
+                for (int64_t nn = n; nn < n + nr; ++nn) y[tt * N + nn] *= scale[nn];
+              }
+            }
           }
         }
       }
@@ -387,16 +402,22 @@ class CpuKernels : public Kernels {
     static const TileTable<W, I, PF> t;
     return t;
   }
-  template <bool PF>
-  const TileFn (*LookupPf(bool bf16) const)[4] {
+  template <typename W, bool PF>
+  const TileFn (*ForIsa() const)[4] {
     switch (isa_) {
-      case Isa::kAvx512: return bf16 ? Table<uint16_t, Isa::kAvx512, PF>().fn : Table<float, Isa::kAvx512, PF>().fn;
-      case Isa::kAvx2: return bf16 ? Table<uint16_t, Isa::kAvx2, PF>().fn : Table<float, Isa::kAvx2, PF>().fn;
-      default: return bf16 ? Table<uint16_t, Isa::kPortable, PF>().fn : Table<float, Isa::kPortable, PF>().fn;
+      case Isa::kAvx512: return Table<W, Isa::kAvx512, PF>().fn;
+      case Isa::kAvx2: return Table<W, Isa::kAvx2, PF>().fn;
+      default: return Table<W, Isa::kPortable, PF>().fn;
     }
   }
-  const TileFn (*Lookup(bool bf16, bool prefetch) const)[4] {
-    return prefetch ? LookupPf<true>(bf16) : LookupPf<false>(bf16);
+  template <bool PF>
+  const TileFn (*LookupPf(DType dtype) const)[4] {
+    if (dtype == DType::kBF16) return ForIsa<uint16_t, PF>();
+    if (dtype == DType::kI8) return ForIsa<int8_t, PF>();
+    return ForIsa<float, PF>();
+  }
+  const TileFn (*Lookup(DType dtype, bool prefetch) const)[4] {
+    return prefetch ? LookupPf<true>(dtype) : LookupPf<false>(dtype);
   }
 
   ThreadPool pool_;

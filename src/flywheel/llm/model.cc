@@ -1,10 +1,13 @@
 #include "flywheel/llm/model.h"
 
+#include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <map>
 #include <set>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "flywheel/base/half.h"
 #include "flywheel/io/file_system.h"
@@ -108,6 +111,19 @@ Result<std::vector<float>> Floats(const TensorMap& tensors, const std::string& n
   return out;
 }
 
+// Row `row` of `m` (I8) from float values: scale = max |v| / 127, q =
+// round(v / scale) (ties away from zero), in [-127, 127].
+void QuantizeRow(const float* v, int64_t cols, Matrix* m, int64_t row) {
+  float amax = 0;
+  for (int64_t k = 0; k < cols; ++k) amax = std::max(amax, std::fabs(v[k]));
+  const float scale = amax / 127.0f;
+  int8_t* q = reinterpret_cast<int8_t*>(m->data.data()) + row * cols;
+  for (int64_t k = 0; k < cols; ++k) {
+    q[k] = scale > 0 ? static_cast<int8_t>(std::clamp(std::lround(v[k] / scale), -127L, 127L)) : 0;
+  }
+  m->scale[static_cast<size_t>(row)] = scale;
+}
+
 // The tensors `names` (rows[i] x cols each) stacked by rows into one matrix
 // of `dtype`, allocated once at its final size.
 Result<Matrix> Stack(const TensorMap& tensors, const std::vector<std::string>& names, const std::vector<int64_t>& rows,
@@ -122,6 +138,19 @@ Result<Matrix> Stack(const TensorMap& tensors, const std::vector<std::string>& n
     parts.push_back(t);
     m.rows += rows[i];
   }
+  if (dtype == DType::kI8) {
+    m.scale = recycle != nullptr ? std::move(recycle->scale) : std::vector<float>();
+    m.data.resize(static_cast<size_t>(m.rows * cols));
+    m.scale.resize(static_cast<size_t>(m.rows));
+    int64_t row = 0;
+    std::vector<float> f;
+    for (const TensorView* t : parts) {
+      f.resize(static_cast<size_t>(t->elements()));
+      Convert(*t, DType::kF32, reinterpret_cast<uint8_t*>(f.data()));
+      for (int64_t r = 0; r < t->shape[0]; ++r, ++row) QuantizeRow(f.data() + r * cols, cols, &m, row);
+    }
+    return m;
+  }
   const size_t width = dtype == DType::kF32 ? 4 : 2;
   m.data.resize(static_cast<size_t>(m.rows * cols) * width);
   uint8_t* dst = m.data.data();
@@ -135,7 +164,10 @@ Result<Matrix> Stack(const TensorMap& tensors, const std::vector<std::string>& n
 }  // namespace
 
 void Matrix::Row(int64_t r, float* out) const {
-  if (dtype == DType::kBF16) {
+  if (dtype == DType::kI8) {
+    const int8_t* q = reinterpret_cast<const int8_t*>(data.data()) + r * cols;
+    for (int64_t k = 0; k < cols; ++k) out[k] = static_cast<float>(q[k]) * scale[static_cast<size_t>(r)];
+  } else if (dtype == DType::kBF16) {
     const uint16_t* p = bf16() + r * cols;
     for (int64_t k = 0; k < cols; ++k) out[k] = Bf16ToFloat(p[k]);
   } else {
@@ -167,6 +199,17 @@ Result<ModelConfig> ModelConfig::FromJson(std::string_view text) {
     return Bad("num_key_value_heads", absl::StrCat("must divide num_attention_heads (", c.num_heads, ")"));
   }
   if (c.head_dim % 2 != 0) return Bad("head_dim", "must be even (rotary embeddings rotate pairs)");
+  {
+    // Every size the engine multiplies stays far from overflow: at most
+    // 10^12 parameters (each field alone may be up to 2^32).
+    const double h = static_cast<double>(c.hidden_size), hd = static_cast<double>(c.head_dim);
+    const double q = static_cast<double>(c.num_heads) * hd, kv = static_cast<double>(c.num_kv_heads) * hd;
+    const double per_layer = h * (q + 2 * kv) + q * h + 3 * h * static_cast<double>(c.intermediate_size);
+    const double params = per_layer * static_cast<double>(c.num_layers) + 2 * static_cast<double>(c.vocab_size) * h;
+    if (params > 1e12) {
+      return Bad("hidden_size", absl::StrFormat("with the other sizes describes %.3g parameters, more than 10^12", params));
+    }
+  }
   FW_ASSIGN_OR_RETURN(c.rms_eps, Number(j, "rms_norm_eps", 1e-6));
   if (!(c.rms_eps > 0 && c.rms_eps < 1)) return Bad("rms_norm_eps", "must be in (0, 1)");
   FW_ASSIGN_OR_RETURN(c.rope_theta, Number(j, "rope_theta", 10000.0));
@@ -242,8 +285,8 @@ Result<std::shared_ptr<const ModelWeights>> ModelWeights::FromTensors(ModelConfi
                                                                       const std::vector<const TensorView*>& tensors,
                                                                       DType dtype, int64_t version,
                                                                       ModelWeights* recycle) {
-  if (dtype != DType::kF32 && dtype != DType::kBF16) {
-    return absl::InvalidArgumentError("the engine keeps weights in F32 or BF16");
+  if (dtype != DType::kF32 && dtype != DType::kBF16 && dtype != DType::kI8) {
+    return absl::InvalidArgumentError("the engine keeps weights in F32, BF16 or I8");
   }
   TensorMap by_name;
   for (const TensorView* t : tensors) {

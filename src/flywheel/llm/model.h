@@ -44,12 +44,15 @@ struct ModelConfig {
   static Result<ModelConfig> FromFile(const std::string& path);
 };
 
-// A weight matrix, rows x cols, row-major, in F32 or BF16.
+// A weight matrix, rows x cols, row-major, in F32, BF16 or I8. I8 is
+// weight-only quantization: row n holds round(w / scale[n]) in [-127, 127],
+// scale[n] = max |w[n, :]| / 127 (docs/llm.md, "Kernels").
 struct Matrix {
   int64_t rows = 0;
   int64_t cols = 0;
   DType dtype = DType::kF32;
   std::vector<uint8_t> data;
+  std::vector<float> scale;  // I8: one per row
 
   const float* f32() const { return reinterpret_cast<const float*>(data.data()); }
   const uint16_t* bf16() const { return reinterpret_cast<const uint16_t*>(data.data()); }
@@ -78,7 +81,8 @@ struct ModelWeights {
   const Matrix& output() const { return tied ? embed : lm_head; }
   int64_t bytes() const;
 
-  // Loads `dir` (config.json + safetensors) as `dtype` (F32 or BF16).
+  // Loads `dir` (config.json + safetensors) as `dtype` (F32, BF16, or I8:
+  // weight-only int8 with a scale per row).
   static Result<std::shared_ptr<const ModelWeights>> Load(const std::string& dir, DType dtype, int64_t version);
   // The same from named tensors in Hugging Face names (F32, BF16 or F16),
   // e.g. a version fetched from the weight service; the views are read
