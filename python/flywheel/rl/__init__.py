@@ -8,3 +8,7 @@
 The learners consume batches of actor unrolls; the batch format and the
 value-bootstrap rule at episode ends are described in :mod:`flywheel.rl.models`.
 """
+
+from .weights import WeightClient  # noqa: E402  (versioned weights over gRPC; docs/rl.md "Weights")
+
+__all__ = ["WeightClient"]
