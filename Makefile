@@ -112,9 +112,10 @@ model: build
 	@bash python/env/make_model.sh $(MODELS) $(CURDIR)/$(BUILD)/src/flywheel/cli/flywheel $(PYTHON) \
 	  $(FLYWHEEL_CACHE)/uv-$$(sha256sum python/env/bootstrap.lock | cut -c1-16)/bin/uv
 
-# Peers PyPI ships as source (llama.cpp's binding), built once per machine:
-# benchmarks need them; tests that compare against them skip, saying why, until
-# `make peers` has run.
+# Peers PyPI ships as source (llama.cpp's binding), built once per machine
+# (a few minutes the first time, then reused): benchmarks need them, and
+# `make test` builds them so its llama.cpp comparisons run; tests that compare
+# against them skip, saying why, when they are absent.
 PEERS ?= $(FLYWHEEL_CACHE)/peers
 peers: deps
 	@bash python/env/make_peers.sh $(PEERS) $(PYTHON) \
@@ -138,6 +139,8 @@ test:
 	@$(PHASE) deps $(MAKE) --no-print-directory deps
 	@$(PHASE) "configure + build" $(MAKE) --no-print-directory build
 	@$(PHASE) model $(MAKE) --no-print-directory model
+	@$(PHASE) "peers (llama.cpp, once per machine)" $(MAKE) --no-print-directory peers || \
+	  echo "make test: make peers failed (above); the comparisons with llama.cpp will skip, saying so"
 	@$(PHASE) ctest $(MAKE) --no-print-directory ctest
 ifeq ($(SAN),)
 	@$(PHASE) "pytest (incl. browser, pip install)" $(MAKE) --no-print-directory pytest
