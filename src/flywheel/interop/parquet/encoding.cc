@@ -398,13 +398,19 @@ void UnsplitFixed(const uint8_t* data, size_t n, uint8_t* out) {
 
 int BitWidth(uint64_t max_value) { return static_cast<int>(std::bit_width(max_value)); }
 
-Result<size_t> DecodeRleBitPacked(const uint8_t* data, size_t size, int bit_width, int64_t n,
-                                  uint32_t* out) {
+// The arguments DecodeRleBitPacked and CountRleBitPacked share.
+static Status CheckRleArgs(int bit_width, int64_t n) {
   if (bit_width < 0 || bit_width > 32) {
     return absl::InvalidArgumentError(
         absl::StrCat(kRle, ": bit width ", bit_width, " outside [0, 32]"));
   }
   if (n < 0) return absl::InvalidArgumentError(absl::StrCat(kRle, ": negative count ", n));
+  return absl::OkStatus();
+}
+
+Result<size_t> DecodeRleBitPacked(const uint8_t* data, size_t size, int bit_width, int64_t n,
+                                  uint32_t* out) {
+  FW_RETURN_IF_ERROR(CheckRleArgs(bit_width, n));
   Cursor c{data, size, 0};
   const size_t value_bytes = static_cast<size_t>(bit_width + 7) / 8;
   const uint64_t width = static_cast<uint64_t>(bit_width);
@@ -445,11 +451,7 @@ Result<size_t> DecodeRleBitPacked(const uint8_t* data, size_t size, int bit_widt
 }
 
 Result<int64_t> CountRleBitPacked(const uint8_t* data, size_t size, int bit_width, int64_t n) {
-  if (bit_width < 0 || bit_width > 32) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(kRle, ": bit width ", bit_width, " outside [0, 32]"));
-  }
-  if (n < 0) return absl::InvalidArgumentError(absl::StrCat(kRle, ": negative count ", n));
+  FW_RETURN_IF_ERROR(CheckRleArgs(bit_width, n));
   Cursor c{data, size, 0};
   const size_t value_bytes = static_cast<size_t>(bit_width + 7) / 8;
   const uint64_t width = static_cast<uint64_t>(bit_width);
