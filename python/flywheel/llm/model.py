@@ -123,11 +123,16 @@ class _Body(nn.Module):
 
 class Transformer(nn.Module):
     """Causal language model. ``forward(input_ids, attention_mask=None,
-    position_ids=None)`` returns logits (batch, seq, vocab).
+    position_ids=None, segment_ids=None)`` returns logits (batch, seq, vocab).
 
     ``attention_mask`` (batch, seq; 1 = token, 0 = padding) masks padded
     keys; with it and no ``position_ids``, positions count real tokens only,
-    so left-padded prompts get the positions they would have alone."""
+    so left-padded prompts get the positions they would have alone.
+    ``segment_ids`` (batch, seq) packs several sequences in a row
+    (:mod:`flywheel.rl.lm.packing`): a token attends only to earlier tokens
+    of its own segment (-1 marks padding), and without ``position_ids`` each
+    segment's positions start at 0, so a packed sequence computes exactly
+    what it would alone."""
 
     def __init__(self, config: LlamaConfig):
         super().__init__()
@@ -138,7 +143,8 @@ class Transformer(nn.Module):
             self.lm_head.weight = self.model.embed_tokens.weight
 
     def forward(self, input_ids: torch.Tensor, attention_mask: Optional[torch.Tensor] = None,
-                position_ids: Optional[torch.Tensor] = None) -> torch.Tensor:
+                position_ids: Optional[torch.Tensor] = None,
+                segment_ids: Optional[torch.Tensor] = None) -> torch.Tensor:
         if input_ids.dim() != 2:
             raise ValueError(f"input_ids must be (batch, seq), got shape {tuple(input_ids.shape)}")
         b, s = input_ids.shape
@@ -149,6 +155,16 @@ class Transformer(nn.Module):
             raise ValueError(f"token ids must be in [0, {self.config.vocab_size}), got "
                              f"[{int(input_ids.min())}, {int(input_ids.max())}]")
         x = self.model.embed_tokens(input_ids)
+        if segment_ids is not None and segment_ids.shape != input_ids.shape:
+            raise ValueError(f"segment_ids must have input_ids' shape {tuple(input_ids.shape)}, "
+                             f"got {tuple(segment_ids.shape)}")
+        if position_ids is None and segment_ids is not None:
+            # Position within the segment: index minus the segment's first index.
+            idx = torch.arange(s, device=input_ids.device).expand(b, s)
+            starts = torch.ones_like(segment_ids, dtype=torch.bool)
+            starts[:, 1:] = segment_ids[:, 1:] != segment_ids[:, :-1]
+            first = torch.where(starts, idx, torch.zeros_like(idx)).cummax(dim=1).values
+            position_ids = idx - first
         if position_ids is None:
             if attention_mask is not None:
                 position_ids = (attention_mask.long().cumsum(-1) - 1).clamp(min=0)
@@ -159,6 +175,11 @@ class Transformer(nn.Module):
         mask = causal[None, None].expand(b, 1, s, s)
         if attention_mask is not None:
             mask = mask & attention_mask.bool()[:, None, None, :]
+        if segment_ids is not None:
+            same = segment_ids[:, :, None] == segment_ids[:, None, :]
+            # Padding (-1) attends to itself only, so its rows stay finite.
+            mask = mask & (same & (segment_ids[:, None, :] >= 0) | torch.eye(s, dtype=torch.bool,
+                                                                             device=input_ids.device))[:, None]
         for layer in self.model.layers:
             x = layer(x, cos, sin, mask)
         return self.lm_head(self.model.norm(x))

@@ -1,0 +1,16 @@
+"""RL for language models: the learner's building blocks (docs/rl.md,
+"Language models").
+
+* :mod:`flywheel.rl.lm.losses` -- advantages (GRPO, Dr. GRPO, RLOO), KL
+  estimators (k1, k2, k3), the clipped token-level surrogate with separate
+  low/high clip (DAPO's clip-higher), GSPO's sequence-level ratio, loss
+  aggregation (token-mean, sequence-mean, sequence-mean-token-sum), overlong
+  shaping, dynamic-sampling filtering, and the engine/learner mismatch
+  (with truncated importance sampling).
+* :mod:`flywheel.rl.lm.packing` -- variable-length trajectories packed into
+  micro-batches under a token budget, attention kept within each sequence.
+* :mod:`flywheel.rl.lm.rewards` -- verifiers: exact numeric answer, format
+  (regular expression).
+
+Every function takes and returns torch tensors; none holds state.
+"""

@@ -1,0 +1,172 @@
+"""RL for language models, the learner's building blocks against hand-computed
+values: advantages, KL estimators, the clipped surrogate and its variants,
+aggregation, overlong shaping, dynamic sampling, mismatch, packing, rewards."""
+
+import math
+
+import pytest
+import torch
+
+from flywheel import llm
+from flywheel.rl.lm import losses as L
+from flywheel.rl.lm import packing, rewards
+
+
+def close(a, b, tol=1e-6):
+    a = a.detach() if isinstance(a, torch.Tensor) else a
+    return abs(float(a) - float(b)) <= tol
+
+
+def test_grpo_advantages_by_hand_and_a_group_whose_rewards_are_all_equal():
+    r = torch.tensor([1.0, 0.0, 0.5, 0.5])
+    a = L.grpo_advantages(r, group_size=2, eps=0.0)
+    s = 1 / math.sqrt(2)  # sample std of {1, 0}: sqrt(0.5)
+    assert close(a[0], 0.5 / s) and close(a[1], -0.5 / s)
+    assert a[2] == 0 and a[3] == 0  # all equal: no signal
+    dr = L.grpo_advantages(r, group_size=2, scale=False)
+    assert dr.tolist() == [0.5, -0.5, 0.0, 0.0]
+    with pytest.raises(ValueError, match="groups of 3"):
+        L.grpo_advantages(r, group_size=3)
+
+
+def test_rloo_uses_the_mean_of_the_other_answers():
+    a = L.rloo_advantages(torch.tensor([1.0, 0.0, 0.0]), group_size=3)
+    assert a.tolist() == [1.0, -0.5, -0.5]
+    with pytest.raises(ValueError, match="group_size >= 2"):
+        L.rloo_advantages(torch.tensor([1.0]), group_size=1)
+
+
+def test_kl_estimators_by_hand():
+    logp, ref = torch.tensor([-1.0]), torch.tensor([-2.0])  # log r = -1
+    assert close(L.kl_estimate(logp, ref, "k1"), 1.0)
+    assert close(L.kl_estimate(logp, ref, "k2"), 0.5)
+    assert close(L.kl_estimate(logp, ref, "k3"), math.exp(-1) - 1 + 1)
+    assert L.kl_estimate(ref, ref, "k3").item() == 0
+    with pytest.raises(ValueError, match="k4"):
+        L.kl_estimate(logp, ref, "k4")
+
+
+def test_aggregations_by_hand():
+    per = torch.tensor([[1.0, 2.0, 3.0], [4.0, 9.0, 9.0]])
+    mask = torch.tensor([[1, 1, 1], [1, 0, 0]])
+    assert close(L.aggregate(per, mask, "token-mean"), 2.5)
+    assert close(L.aggregate(per, mask, "seq-mean-token-mean"), 3.0)
+    assert close(L.aggregate(per, mask, "seq-mean-token-sum"), (6 / 3 + 4 / 3) / 2)
+    assert close(L.aggregate(per, mask, "seq-mean-token-sum", max_tokens=10), (0.6 + 0.4) / 2)
+    with pytest.raises(ValueError, match="unknown loss aggregation"):
+        L.aggregate(per, mask, "mean")
+
+
+def test_clipped_surrogate_clip_higher_and_metrics():
+    old = torch.zeros(2, 1)
+    logp = torch.log(torch.tensor([[1.5], [0.5]]))
+    mask = torch.ones(2, 1)
+    # Response 0: A = +1, ratio 1.5 -> clipped at 1.2 (or 1.28 with clip-higher).
+    # Response 1: A = -1, ratio 0.5 -> min(-0.5, -0.8) = -0.8, loss +0.8.
+    adv = torch.tensor([1.0, -1.0])
+    loss, m = L.policy_loss(logp, old, adv, mask, clip_low=0.2)
+    assert close(loss, (-1.2 + 0.8) / 2)
+    assert m["clip_frac_high"] == 0.5 and m["clip_frac_low"] == 0.5
+    assert close(m["ratio_max"], 1.5, 1e-6)
+    loss_hi, _ = L.policy_loss(logp, old, adv, mask, clip_low=0.2, clip_high=0.28)
+    assert close(loss_hi, (-1.28 + 0.8) / 2)
+    with pytest.raises(ValueError, match="clip_low"):
+        L.policy_loss(logp, old, adv, mask, clip_low=1.5)
+    with pytest.raises(ValueError, match="one advantage per response"):
+        L.policy_loss(logp, old, torch.ones(3), mask)
+
+
+def test_on_policy_gradient_is_minus_the_advantage_per_token_and_a_single_token_answer_works():
+    # On-policy (ratio 1): d loss / d logp_t = -A_i / (number of masked tokens), token-mean.
+    logp = torch.zeros(2, 3, requires_grad=True)
+    mask = torch.tensor([[1, 1, 0], [1, 0, 0]])  # response 1 is a single token
+    adv = torch.tensor([2.0, -1.0])
+    loss, _ = L.policy_loss(logp, logp.detach(), adv, mask)
+    loss.backward()
+    assert torch.allclose(logp.grad, torch.tensor([[-2 / 3, -2 / 3, 0.0], [1 / 3, 0.0, 0.0]]))
+    assert close(loss, -(2 + 2 - 1) / 3)
+
+
+def test_gspo_uses_one_length_normalised_ratio_per_response():
+    old = torch.zeros(1, 2)
+    logp = torch.tensor([[math.log(2.0), 0.0]], requires_grad=True)
+    mask = torch.ones(1, 2)
+    loss, m = L.policy_loss(logp, old, torch.tensor([1.0]), mask, clip_low=0.5, sequence_ratio=True)
+    s = math.sqrt(2.0)  # exp(mean(log 2, 0))
+    assert close(loss, -s, 1e-6) and close(m["ratio_mean"], s, 1e-6)
+    loss.backward()
+    # d(-s)/d logp_t = -s / |y| for both tokens.
+    assert torch.allclose(logp.grad, torch.full((1, 2), -s / 2), atol=1e-6)
+
+
+def test_kl_penalty_adds_beta_times_k3():
+    logp, ref = torch.tensor([[-1.0]]), torch.tensor([[-2.0]])
+    loss, m = L.policy_loss(logp, logp, torch.tensor([0.0]), torch.ones(1, 1), ref_logp=ref, kl_coef=0.1)
+    assert close(loss, 0.1 * math.exp(-1)) and close(m["kl"], math.exp(-1))
+    with pytest.raises(ValueError, match="ref_logp"):
+        L.policy_loss(logp, logp, torch.tensor([0.0]), torch.ones(1, 1), kl_coef=0.1)
+
+
+def test_overlong_penalty_for_a_sequence_cut_at_max_length():
+    p = L.overlong_penalty(torch.tensor([6, 8, 10, 12]), max_tokens=10, buffer=4)
+    assert p.tolist() == [0.0, -0.5, -1.0, -1.0]
+    with pytest.raises(ValueError, match="buffer"):
+        L.overlong_penalty(torch.tensor([1]), max_tokens=10, buffer=0)
+
+
+def test_dynamic_sampling_keeps_groups_with_different_rewards():
+    keep = L.informative_groups(torch.tensor([1.0, 1.0, 0.0, 1.0, 0.0, 0.0]), group_size=2)
+    assert keep.tolist() == [False, True, False]
+
+
+def test_mismatch_is_zero_for_identical_log_probs_and_is_weights_are_capped():
+    lp = torch.tensor([[-0.5, -1.0]])
+    mm = L.mismatch(lp, lp, torch.ones(1, 2))
+    assert mm["mismatch_kl"] == 0 and mm["mismatch_ratio_max"] == 1
+    w = L.truncated_is_weights(torch.tensor([[-3.0, -1.0]]), torch.tensor([[-1.0, -1.0]]), cap=2.0)
+    assert w.tolist() == [[2.0, 1.0]]
+
+
+def test_packing_first_fit_decreasing_by_hand():
+    seqs = [[1] * 5, [2] * 2, [3] * 3, [4] * 4]
+    masks = [[False] * 2 + [True] * 3, [True] * 2, [False, True, True], [True] * 4]
+    b = packing.pack(seqs, masks, token_budget=8)
+    # Decreasing: 5 (seq 0) row 0; 4 (seq 3) row 1; 3 (seq 2) fills row 0; 2 (seq 1) row 1.
+    assert b.places == [(0, 0, 5), (1, 4, 2), (0, 5, 3), (1, 0, 4)]
+    assert b.input_ids.shape == (2, 8)
+    assert b.segment_ids[1].tolist() == [3, 3, 3, 3, 1, 1, -1, -1]
+    assert b.position_ids[0].tolist() == [0, 1, 2, 3, 4, 0, 1, 2]
+    assert b.loss_mask[0].tolist() == [False, False, True, True, True, False, True, True]
+    assert close(b.efficiency, 14 / 16)
+    back = packing.unpack(b.input_ids, b)
+    assert [t.tolist() for t in back] == seqs
+    with pytest.raises(ValueError, match="sequence 0 has 5 tokens, more than the token budget 4"):
+        packing.pack(seqs, masks, token_budget=4)
+
+
+def test_packed_sequences_compute_exactly_what_they_compute_alone():
+    cfg = llm.LlamaConfig(vocab_size=40, hidden_size=32, intermediate_size=48, num_hidden_layers=2,
+                          num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64)
+    torch.manual_seed(0)
+    model = llm.Transformer(cfg).eval()
+    seqs = [[3, 7, 9, 1, 4], [5, 6], [8, 2, 2]]
+    b = packing.pack(seqs, [[True] * len(s) for s in seqs], token_budget=8)
+    with torch.no_grad():
+        packed = model(b.input_ids, segment_ids=b.segment_ids)
+        for s, got in zip(seqs, packing.unpack(packed, b)):
+            alone = model(torch.tensor([s]))[0]
+            assert torch.allclose(got, alone, atol=1e-5), (s, (got - alone).abs().max())
+
+
+def test_numeric_answer_and_format_rewards():
+    assert rewards.numeric_answer("12 + 30 = 42. The answer is 42.", 42) == 1.0
+    assert rewards.numeric_answer("so \\boxed{1,234}", 1234) == 1.0
+    assert rewards.numeric_answer("answer: 3/4", 0.75) == 1.0
+    assert rewards.numeric_answer("answer: 42.0", "42") == 1.0
+    assert rewards.numeric_answer("I think 41, no wait, 43", 42) == 0.0
+    assert rewards.numeric_answer("no idea", 42) == 0.0
+    assert rewards.numeric_answer("the answer is -7", -7) == 1.0
+    with pytest.raises(ValueError, match="not a number"):
+        rewards.numeric_answer("1", "forty-two")
+    assert rewards.format_reward("<think>x</think> answer: 5", r"<think>.*</think>\s*answer: -?\d+") == 1.0
+    assert rewards.format_reward("answer: 5", r"<think>.*</think>\s*answer: -?\d+") == 0.0
