@@ -170,3 +170,21 @@ def test_numeric_answer_and_format_rewards():
         rewards.numeric_answer("1", "forty-two")
     assert rewards.format_reward("<think>x</think> answer: 5", r"<think>.*</think>\s*answer: -?\d+") == 1.0
     assert rewards.format_reward("answer: 5", r"<think>.*</think>\s*answer: -?\d+") == 0.0
+
+
+def test_arith_task_tables_have_disjoint_splits_and_right_answers(tmp_path):
+    import flywheel
+    from flywheel.rl.lm import tasks
+    paths = tasks.make_arith(str(tmp_path / "arith"), train=300, test=100, seed=5)
+    train = flywheel.Table.open(paths["train"]).to_arrow().to_pylist()
+    test = flywheel.Table.open(paths["test"]).to_arrow().to_pylist()
+    assert len(train) == 300 and len(test) == 100
+    assert not {r["prompt"] for r in train} & {r["prompt"] for r in test}
+    for r in train + test:
+        a, op, b, _ = r["prompt"].split()
+        assert r["answer"] == eval(f"{a} {op} {b}")  # noqa: S307 (our own generated text)
+    assert tasks.arith_problems(10, seed=1) == tasks.arith_problems(10, seed=1)
+    with pytest.raises(FileExistsError):
+        tasks.make_arith(str(tmp_path / "arith"), train=1, test=1)
+    with pytest.raises(ValueError, match="more digits"):
+        tasks.arith_problems(10_000, digits=1)

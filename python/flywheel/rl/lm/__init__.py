@@ -11,6 +11,8 @@
   micro-batches under a token budget, attention kept within each sequence.
 * :mod:`flywheel.rl.lm.rewards` -- verifiers: exact numeric answer, format
   (regular expression).
+* :mod:`flywheel.rl.lm.tasks` -- multi-digit arithmetic problems written into
+  train / test tables with disjoint problems.
 
 Every function takes and returns torch tensors; none holds state.
 """
