@@ -183,7 +183,7 @@ fuzz: deps
 	cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
 	  -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_C_COMPILER=clang -DFLYWHEEL_FUZZ=ON \
 	  -DCMAKE_CXX_COMPILER_LAUNCHER=ccache >/dev/null
-	cmake --build build-fuzz -j $(JOBS)
+	cmake --build build-fuzz -j $(JOBS) --target fuzzers
 	FUZZ_JOBS=$(JOBS) bash fuzz/run.sh build-fuzz $(FUZZ_SECONDS)
 
 format:
