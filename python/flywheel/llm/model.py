@@ -148,7 +148,7 @@ class Transformer(nn.Module):
         if input_ids.dim() != 2:
             raise ValueError(f"input_ids must be (batch, seq), got shape {tuple(input_ids.shape)}")
         b, s = input_ids.shape
-        if s > self.config.max_position_embeddings:
+        if s > self.config.max_position_embeddings and segment_ids is None:
             raise ValueError(f"sequence of {s} tokens exceeds max_position_embeddings "
                              f"({self.config.max_position_embeddings})")
         if input_ids.numel() and (int(input_ids.min()) < 0 or int(input_ids.max()) >= self.config.vocab_size):
@@ -170,6 +170,9 @@ class Transformer(nn.Module):
                 position_ids = (attention_mask.long().cumsum(-1) - 1).clamp(min=0)
             else:
                 position_ids = torch.arange(s, device=input_ids.device).expand(b, s)
+        if segment_ids is not None and position_ids.numel() and int(position_ids.max()) >= self.config.max_position_embeddings:
+            raise ValueError(f"a packed sequence of {int(position_ids.max()) + 1} tokens exceeds "
+                             f"max_position_embeddings ({self.config.max_position_embeddings})")
         cos, sin = rotary_tables(self.config, position_ids, x.dtype)
         causal = torch.ones(s, s, dtype=torch.bool, device=input_ids.device).tril()
         mask = causal[None, None].expand(b, 1, s, s)
