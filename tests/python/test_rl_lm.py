@@ -3,6 +3,7 @@ values: advantages, KL estimators, the clipped surrogate and its variants,
 aggregation, overlong shaping, dynamic sampling, mismatch, packing, rewards."""
 
 import math
+import time
 
 import pytest
 import torch
@@ -293,3 +294,35 @@ def test_grpo_learner_with_the_engine_raises_held_out_accuracy(tmp_path):
     assert first["mismatch_kl"] < 1e-6 and abs(first["mismatch_ratio_max"] - 1) < 1e-4, first
     print(f"held-out accuracy {before:.2f} -> {after:.2f}; mismatch kl {first['mismatch_kl']:.2e}")
     assert before <= 0.25 and after >= before + 0.5, (before, after)
+
+
+def _verifier(kind, x):
+    import os
+    import time as _time
+    if kind == "ok":
+        return x * 2
+    if kind == "raise":
+        raise RuntimeError("verifier bug")
+    if kind == "hang":
+        _time.sleep(60)
+    if kind == "oom":
+        return len(bytearray(4 << 30))
+    if kind == "exit":
+        os._exit(3)
+    return 0
+
+
+def test_reward_pool_survives_verifiers_that_raise_hang_run_out_of_memory_or_die():
+    from flywheel.rl.lm.reward_pool import RewardPool
+    items = [("ok", 1), ("raise", 0), ("ok", 2), ("hang", 0), ("oom", 0), ("exit", 0), ("ok", 3)]
+    start = time.monotonic()
+    with RewardPool(_verifier, workers=2, timeout=1.0, memory_mb=512, failure_value=-1.0) as pool:
+        got = pool.score(items)
+        assert got == [2.0, -1.0, 4.0, -1.0, -1.0, -1.0, 6.0]
+        # A memory error under the cap is raised in the verifier; the hang hits the timeout.
+        assert pool.failures == {"raised": 2, "timeout": 1, "died": 1}, pool.last_errors
+        assert any("verifier bug" in e for e in pool.last_errors)
+        assert pool.score([("ok", 5)] * 6) == [10.0] * 6  # replaced workers keep serving
+    assert time.monotonic() - start < 20
+    with pytest.raises(ValueError, match="timeout"):
+        RewardPool(_verifier, timeout=0)

@@ -11,6 +11,10 @@
   micro-batches under a token budget, attention kept within each sequence.
 * :mod:`flywheel.rl.lm.rewards` -- verifiers: exact numeric answer, format
   (regular expression).
+* :mod:`flywheel.rl.lm.reward_pool` -- rewards in worker processes with a
+  per-call timeout and a memory cap; failures counted by kind.
+* :mod:`flywheel.rl.lm.learner` -- the training step behind one interface
+  (rollouts in; metrics and weights out).
 * :mod:`flywheel.rl.lm.tasks` -- multi-digit arithmetic problems written into
   train / test tables with disjoint problems.
 
