@@ -326,3 +326,21 @@ def test_reward_pool_survives_verifiers_that_raise_hang_run_out_of_memory_or_die
     assert time.monotonic() - start < 20
     with pytest.raises(ValueError, match="timeout"):
         RewardPool(_verifier, timeout=0)
+
+
+def test_token_gae_and_clipped_value_loss_by_hand():
+    r = torch.tensor([[0.0, 0.0, 1.0], [0.0, 1.0, 7.0]])
+    v = torch.full((2, 3), 0.5)
+    mask = torch.tensor([[1, 1, 1], [1, 1, 0]])  # row 1 ends after two tokens; its third is padding
+    adv, ret = L.token_gae(r, v, mask, gamma=1.0, lam=1.0)
+    assert adv[0].tolist() == [0.5, 0.5, 0.5] and ret[0].tolist() == [1.0, 1.0, 1.0]
+    assert adv[1].tolist() == [0.5, 0.5, 0.0]  # the padding's reward and value never enter
+    adv, _ = L.token_gae(r[:1], v[:1], mask[:1], gamma=1.0, lam=0.5)
+    assert adv[0].tolist() == [0.125, 0.25, 0.5]
+    with pytest.raises(ValueError, match="gamma"):
+        L.token_gae(r, v, mask, gamma=1.5)
+    # Value loss: V moved from 0 to 1 with target 2 and clip 0.2 -> max((1-2)^2, (0.2-2)^2)/2.
+    loss = L.value_loss(torch.tensor([[1.0]]), torch.tensor([[2.0]]), torch.tensor([[0.0]]), torch.ones(1, 1))
+    assert close(loss, 0.5 * 1.8 ** 2)
+    assert close(L.value_loss(torch.tensor([[1.0]]), torch.tensor([[2.0]]), torch.tensor([[0.0]]),
+                              torch.ones(1, 1), clip=None), 0.5)

@@ -216,3 +216,52 @@ def truncated_is_weights(engine_logp: torch.Tensor, learner_old_logp: torch.Tens
     if cap < 1:
         raise ValueError(f"cap must be >= 1, got {cap}")
     return torch.exp(learner_old_logp - engine_logp).clamp(max=cap).detach()
+
+
+def token_gae(rewards: torch.Tensor, values: torch.Tensor, mask: torch.Tensor, gamma: float = 1.0,
+              lam: float = 0.95) -> Tuple[torch.Tensor, torch.Tensor]:
+    """PPO for language models: generalised advantage estimation over the
+    tokens of each response (Schulman et al. 2016), with per-token rewards
+    (usually the verifier's reward on the last token) and a value per token:
+
+        delta_t = r_t + gamma * V_{t+1} - V_t      (V past the response's last token = 0)
+        A_t     = delta_t + gamma * lam * A_{t+1}
+        R_t     = A_t + V_t                          (the value target)
+
+    ``mask`` (B, T) marks the response's tokens, which sit at the start of
+    each row (padding after). Returns (advantages, returns), 0 on padding."""
+    if not (0 <= gamma <= 1 and 0 <= lam <= 1):
+        raise ValueError(f"gamma and lam must be in [0, 1], got {gamma}, {lam}")
+    if rewards.shape != values.shape or rewards.shape != mask.shape or rewards.dim() != 2:
+        raise ValueError(f"rewards, values and mask must share a (B, T) shape, got {tuple(rewards.shape)}, "
+                         f"{tuple(values.shape)}, {tuple(mask.shape)}")
+    m = mask.to(values.dtype)
+    v = values.detach() * m
+    r = rewards.to(values.dtype) * m
+    adv = torch.zeros_like(v)
+    next_v = torch.zeros(v.shape[0], dtype=v.dtype)
+    next_a = torch.zeros(v.shape[0], dtype=v.dtype)
+    for t in range(v.shape[1] - 1, -1, -1):
+        delta = r[:, t] + gamma * next_v - v[:, t]
+        a = (delta + gamma * lam * next_a) * m[:, t]
+        adv[:, t] = a
+        # Padding passes nothing back: the token before it is the last one.
+        next_v = v[:, t] * m[:, t]
+        next_a = a
+    return adv, (adv + v) * m
+
+
+def value_loss(values: torch.Tensor, returns: torch.Tensor, old_values: torch.Tensor, mask: torch.Tensor,
+               clip: Optional[float] = 0.2) -> torch.Tensor:
+    """PPO's clipped value loss, token-mean over the mask:
+
+        V_clip = V_old + clip(V - V_old, -c, c)
+        l_t    = 0.5 * max((V - R)^2, (V_clip - R)^2)      (c = None: 0.5 (V - R)^2)
+    """
+    err = (values - returns) ** 2
+    if clip is not None:
+        if clip <= 0:
+            raise ValueError(f"clip must be > 0 or None, got {clip}")
+        clipped = old_values + torch.clamp(values - old_values, -clip, clip)
+        err = torch.maximum(err, (clipped - returns) ** 2)
+    return aggregate(0.5 * err, mask, "token-mean")
