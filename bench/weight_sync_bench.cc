@@ -24,6 +24,7 @@
 #include "bench_util.h"
 #include "echo.grpc.pb.h"
 #include "echo_server.h"
+#include "flywheel/base/half.h"
 #include "flywheel/llm/engine.h"
 #include "flywheel/llm/safetensors.h"
 #include "flywheel/replay/service/server.h"
@@ -63,8 +64,7 @@ std::vector<rl::Tensor> Float32Tensors(const std::string& dir) {
       } else {  // BF16
         uint16_t h;
         std::memcpy(&h, t->data + 2 * i, 2);
-        const uint32_t bits = uint32_t{h} << 16;
-        std::memcpy(dst + i, &bits, 4);
+        dst[i] = flywheel::Bf16ToFloat(h);
       }
     }
     out.push_back(std::move(r));

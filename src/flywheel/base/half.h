@@ -1,5 +1,5 @@
-// IEEE 754 half-precision (float16) conversions, for the parsers and
-// printers that read and write float16 columns.
+// IEEE 754 half-precision (float16) and bfloat16 conversions, for the
+// parsers, printers and checkpoint readers that meet them.
 //
 // Thread-safety: stateless.
 #pragma once
@@ -50,6 +50,22 @@ inline uint16_t FloatToHalf(float f) {
   const uint32_t rem = rebased & 0x1fffu;
   if (rem > 0x1000u || (rem == 0x1000u && (h & 1))) ++h;
   return static_cast<uint16_t>(sign | h);
+}
+
+// bfloat16: the upper half of a float32. Exact widening.
+inline float Bf16ToFloat(uint16_t h) {
+  const uint32_t bits = static_cast<uint32_t>(h) << 16;
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+
+// The nearest bfloat16 to `f`, ties to even; NaN stays NaN (quiet).
+inline uint16_t FloatToBf16(float f) {
+  uint32_t bits;
+  std::memcpy(&bits, &f, 4);
+  if ((bits & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((bits >> 16) | 0x40);
+  return static_cast<uint16_t>((bits + 0x7fffu + ((bits >> 16) & 1)) >> 16);
 }
 
 }  // namespace flywheel

@@ -197,8 +197,7 @@ Status DequantizeInto(uint32_t type, const uint8_t* src, size_t src_bytes, uint6
       for (uint64_t k = 0; k < n; ++k) {
         uint16_t h;
         std::memcpy(&h, src + 2 * k, 2);
-        const uint32_t bits = static_cast<uint32_t>(h) << 16;
-        std::memcpy(out + k, &bits, 4);
+        out[k] = Bf16ToFloat(h);
       }
       return absl::OkStatus();
     case GgmlType::kQ8_0:

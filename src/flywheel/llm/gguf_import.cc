@@ -316,11 +316,7 @@ std::vector<uint8_t> Convert(const std::vector<float>& v, DType dtype) {
     }
   } else {  // BF16, round to nearest even
     for (size_t k = 0; k < v.size(); ++k) {
-      uint32_t bits;
-      std::memcpy(&bits, &v[k], 4);
-      const uint16_t h = (bits & 0x7fffffffu) > 0x7f800000u
-                             ? static_cast<uint16_t>((bits >> 16) | 0x40)
-                             : static_cast<uint16_t>((bits + 0x7fffu + ((bits >> 16) & 1)) >> 16);
+      const uint16_t h = FloatToBf16(v[k]);
       std::memcpy(out.data() + 2 * k, &h, 2);
     }
   }

@@ -13,6 +13,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "flywheel/base/half.h"
 #include "flywheel/base/thread_pool.h"
 
 namespace flywheel::llm {
@@ -28,14 +29,8 @@ inline float ReduceLanes(float* l) {
   return l[0] + l[1];
 }
 
-inline float Bf16(uint16_t h) {
-  const uint32_t bits = static_cast<uint32_t>(h) << 16;
-  float f;
-  std::memcpy(&f, &bits, 4);
-  return f;
-}
 inline float Load1(const float* p) { return *p; }
-inline float Load1(const uint16_t* p) { return Bf16(*p); }
+inline float Load1(const uint16_t* p) { return Bf16ToFloat(*p); }
 inline float Load1(const int8_t* p) { return static_cast<float>(*p); }
 
 // The tail k in [k0, K): lane k - k0 (k0 is a multiple of 16), scalar fma as

@@ -107,7 +107,6 @@ class GRPOLearner:
             mask[i, :n] = torch.as_tensor(list(lm), dtype=torch.float32)
         self.model.train()
         per_seq = self._token_logps(keep)
-        logp = torch.zeros(b, t)
         logp = torch.stack([torch.nn.functional.pad(x, (0, t - x.numel())) for x in per_seq])
         metrics.update(losses.mismatch(old, logp.detach(), mask))
         loss, m = losses.policy_loss(logp, old, adv, mask, clip_low=self.clip_low, clip_high=self.clip_high,

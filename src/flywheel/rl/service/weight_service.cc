@@ -50,12 +50,15 @@ constexpr int64_t kReserveCap = int64_t{256} << 20;
 // touched is dropped past this.
 constexpr size_t kMaxStagedUploads = 8;
 
-void ToManifest(const Weights& w, proto::Manifest* m) {
-  m->set_model(w.model);
-  m->set_version(w.version);
-  m->set_publish_time_ms(w.publish_time_ms);
+// The manifest of `tensors` as a version of `model`: names, types and byte
+// counts in order, and their total.
+void ToManifest(const std::string& model, int64_t version, int64_t publish_time_ms, const std::vector<Tensor>& tensors,
+                proto::Manifest* m) {
+  m->set_model(model);
+  m->set_version(version);
+  m->set_publish_time_ms(publish_time_ms);
   int64_t total = 0;
-  for (const Tensor& t : w.tensors) {
+  for (const Tensor& t : tensors) {
     proto::TensorInfo* ti = m->add_tensors();
     ti->set_name(t.name);
     ti->set_type(t.type.ToString());
@@ -200,13 +203,9 @@ class WeightService::Impl final : public proto::WeightStoreService::Service {
   }
 
   grpc::Status Fetch(grpc::ServerContext* ctx, const proto::FetchRequest* req, proto::FetchResponse* resp) override {
-    const absl::Time deadline = absl::Now() + absl::Milliseconds(std::clamp<int64_t>(req->wait_ms(), 0, kMaxWaitMs));
     Result<WeightsRef> w = absl::UnknownError("unset");
-    for (bool first = true;; first = false) {
-      if (!first && ctx->IsCancelled()) return grpc::Status(grpc::StatusCode::CANCELLED, "fetch: client went away");
-      const absl::Duration left = std::max(absl::ZeroDuration(), deadline - absl::Now());
-      w = store_->Get(req->model(), req->newer_than(), std::min(left, kWaitSlice));
-      if (w.ok() || !absl::IsDeadlineExceeded(w.status()) || absl::Now() >= deadline) break;
+    if (!WaitNewer(ctx, req->model(), req->newer_than(), req->wait_ms(), &w)) {
+      return grpc::Status(grpc::StatusCode::CANCELLED, "fetch: client went away");
     }
     resp->set_version(store_->Version(req->model()));
     if (!w.ok()) {
@@ -229,12 +228,8 @@ class WeightService::Impl final : public proto::WeightStoreService::Service {
       w = store_->GetExact(req->model(), req->version());  // a resume: that version or NotFound
       if (!w.ok()) return ToGrpc(w.status());
     } else {
-      const absl::Time deadline = absl::Now() + absl::Milliseconds(std::clamp<int64_t>(req->wait_ms(), 0, kMaxWaitMs));
-      for (bool first = true;; first = false) {
-        if (!first && ctx->IsCancelled()) return grpc::Status(grpc::StatusCode::CANCELLED, "fetch: client went away");
-        const absl::Duration left = std::max(absl::ZeroDuration(), deadline - absl::Now());
-        w = store_->Get(req->model(), req->newer_than(), std::min(left, kWaitSlice));
-        if (w.ok() || !absl::IsDeadlineExceeded(w.status()) || absl::Now() >= deadline) break;
+      if (!WaitNewer(ctx, req->model(), req->newer_than(), req->wait_ms(), &w)) {
+        return grpc::Status(grpc::StatusCode::CANCELLED, "fetch: client went away");
       }
       if (!w.ok()) {
         if (absl::IsDeadlineExceeded(w.status()) || absl::IsNotFound(w.status())) {
@@ -248,7 +243,7 @@ class WeightService::Impl final : public proto::WeightStoreService::Service {
     }
     const Weights& weights = **w;
     proto::FetchChunk msg;
-    ToManifest(weights, msg.mutable_manifest());
+    ToManifest(weights.model, weights.version, weights.publish_time_ms, weights.tensors, msg.mutable_manifest());
     const int64_t total = msg.manifest().total_bytes();
     if (req->offset() < 0 || req->offset() > total) {
       return grpc::Status(grpc::StatusCode::OUT_OF_RANGE,
@@ -362,6 +357,20 @@ class WeightService::Impl final : public proto::WeightStoreService::Service {
   }
 
  private:
+  // The latest version of `model` newer than `newer_than` into `*w`, waiting
+  // up to `wait_ms` (at most kMaxWaitMs) in slices of kWaitSlice; false when
+  // the client went away meanwhile. Fetch and FetchChunked share it.
+  bool WaitNewer(grpc::ServerContext* ctx, const std::string& model, int64_t newer_than, int64_t wait_ms,
+                 Result<WeightsRef>* w) {
+    const absl::Time deadline = absl::Now() + absl::Milliseconds(std::clamp<int64_t>(wait_ms, 0, kMaxWaitMs));
+    for (bool first = true;; first = false) {
+      if (!first && ctx->IsCancelled()) return false;
+      const absl::Duration left = std::max(absl::ZeroDuration(), deadline - absl::Now());
+      *w = store_->Get(model, newer_than, std::min(left, kWaitSlice));
+      if (w->ok() || !absl::IsDeadlineExceeded(w->status()) || absl::Now() >= deadline) return true;
+    }
+  }
+
   struct Upload {
     proto::Manifest manifest;
     std::vector<Tensor> tensors;  // filled in manifest order
@@ -467,21 +476,10 @@ Result<int64_t> WeightClient::PublishChunked(const std::string& model, const std
   for (const Tensor& t : tensors) FW_RETURN_IF_ERROR_CTX(t.Validate(), "publish '", model, "'");
   proto::PublishChunk msg;
   msg.set_upload_id(NewUploadId());
-  {
-    // The manifest needs the tensors' names, types and sizes only.
-    for (const Tensor& t : tensors) {
-      proto::TensorInfo* ti = msg.mutable_manifest()->add_tensors();
-      ti->set_name(t.name);
-      ti->set_type(t.type.ToString());
-      ti->set_bytes(static_cast<int64_t>(t.data.size()));
-      st.bytes += static_cast<int64_t>(t.data.size());
-    }
-    msg.mutable_manifest()->set_model(model);
-    msg.mutable_manifest()->set_version(version);
-    msg.mutable_manifest()->set_total_bytes(st.bytes);
-  }
-  FW_RETURN_IF_ERROR(TensorsOf(msg.manifest()).status());
-  const int64_t total = st.bytes;
+  ToManifest(model, version, 0, tensors, msg.mutable_manifest());
+  FW_RETURN_IF_ERROR(TensorsOf(msg.manifest()).status());  // e.g. two tensors with one name
+  const int64_t total = msg.manifest().total_bytes();
+  st.bytes = total;
   const int64_t chunk = std::clamp<int64_t>(std::min(options.chunk_bytes, max_message_bytes_ / 2), kMinChunk, kMaxChunk);
   auto stub = proto::WeightStoreService::NewStub(channel_);
   int64_t offset = 0;
