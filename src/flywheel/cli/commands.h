@@ -22,6 +22,9 @@ void AddExportCommand(CLI::App& app, int* exit_code);
 void AddCatalogCommands(CLI::App& app, int* exit_code);
 // `flywheel run CONFIG.toml` (run_command.cc).
 void AddRunCommand(CLI::App& app, int* exit_code);
+
+// `flywheel task make arith`: task tables for RL on language models (run_command.cc).
+void AddTaskCommand(CLI::App& app, int* exit_code);
 // `flywheel serve`: the dashboard (serve_command.cc).
 void AddServeCommand(CLI::App& app, int* exit_code);
 // `flywheel doctor`: this machine's limits and a job's bottleneck (doctor_command.cc).

@@ -29,6 +29,7 @@ int main(int argc, char** argv) {
 #ifdef FLYWHEEL_HAVE_REPLAY_SERVICE
   flywheel::cli::AddReplayCommands(app, &exit_code);
   flywheel::cli::AddRunCommand(app, &exit_code);
+  flywheel::cli::AddTaskCommand(app, &exit_code);
 #endif
   try {
     app.parse(argc, argv);

@@ -47,6 +47,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "flywheel/base/logging.h"
+#include "flywheel/base/toml.h"
 #include "flywheel/base/metrics.h"
 #include "flywheel/obs/http_server.h"
 #include "flywheel/cli/commands.h"
@@ -799,7 +800,43 @@ Status PrepareRunDir(const std::string& run_dir, const std::string& config_path,
   return Status();
 }
 
+// Replaces this process with `python -m <module> args...` (the flywheel
+// package importable); returns only on failure.
+int ExecPython(const std::string& python_arg, const std::string& module, std::vector<std::string> args) {
+  SetPythonPath();
+  std::string python = python_arg;
+  if (python.empty()) {
+    const char* p = std::getenv("FLYWHEEL_PYTHON");
+    python = p != nullptr && *p != '\0' ? p : DefaultPython();
+  }
+  std::vector<std::string> argv = {python, "-m", module};
+  argv.insert(argv.end(), args.begin(), args.end());
+  std::vector<char*> cargv;
+  for (auto& s : argv) cargv.push_back(s.data());
+  cargv.push_back(nullptr);
+  std::fflush(stdout);
+  execvp(cargv[0], cargv.data());
+  return Fail(absl::InternalError(absl::StrCat("cannot start ", python, ": ", std::strerror(errno))));
+}
+
+// A language-model run: the config names prompt tables in [data]. The job
+// (python -m flywheel.rl.lm.job) checks its own config and supervises
+// itself (docs/rl.md, "Language models: the job").
+int RunLanguageModel(const RunArgs& a) {
+  if (!a.role.empty() && a.role != "all") {
+    return Fail(absl::InvalidArgumentError("--role: a language-model run ([data] in the config) runs on one machine"));
+  }
+  std::vector<std::string> args = {a.config};
+  if (!a.run_dir.empty()) args.insert(args.end(), {"--run-dir", a.run_dir});
+  if (a.deterministic) args.push_back("--deterministic");
+  if (a.fresh) args.push_back("--fresh");
+  return ExecPython(a.python, "flywheel.rl.lm.job", std::move(args));
+}
+
 int Run(RunArgs a) {
+  if (auto root = toml::ParseFile(a.config); root.ok() && root->Find("data") != nullptr) {
+    return RunLanguageModel(a);
+  }
   auto config = rl::LoadRunConfig(a.config);
   if (!config.ok()) return Fail(config.status());
   rl::RunConfig c = *std::move(config);
@@ -873,6 +910,23 @@ void AddRunCommand(CLI::App& app, int* rc) {
   cmd->add_option("--restart", a->restart, "Restart count (set by the supervisor; varies the seeds)")
       ->check(AtLeast(0));
   cmd->callback([a, rc] { *rc = Run(*a); });
+}
+
+void AddTaskCommand(CLI::App& app, int* rc) {
+  CLI::App* grp = app.add_subcommand("task", "Tasks with verifiable answers for RL on language models (docs/rl.md)");
+  grp->require_subcommand(1);
+  CLI::App* make = grp->add_subcommand("make", "Write a task's train and test tables");
+  make->require_subcommand(1);
+  CLI::App* arith = make->add_subcommand(
+      "arith", "Multi-digit arithmetic: tables OUT/train and OUT/test (columns prompt, answer), disjoint problems");
+  arith->allow_extras();
+  arith->prefix_command();
+  arith->set_help_flag();  // --help goes to the Python command, which knows the options
+  arith->callback([arith, rc] {
+    std::vector<std::string> rest = {"arith"};
+    for (const std::string& s : arith->remaining()) rest.push_back(s);
+    *rc = ExecPython("", "flywheel.rl.lm.tasks", rest);
+  });
 }
 
 }  // namespace flywheel::cli

@@ -105,8 +105,8 @@ def aggregate(per_token: torch.Tensor, mask: torch.Tensor, mode: str = "token-me
 def policy_loss(logp: torch.Tensor, old_logp: torch.Tensor, adv: torch.Tensor, mask: torch.Tensor,
                 clip_low: float = 0.2, clip_high: Optional[float] = None, aggregation: str = "token-mean",
                 ref_logp: Optional[torch.Tensor] = None, kl_coef: float = 0.0, kl_estimator: str = "k3",
-                sequence_ratio: bool = False, max_tokens: Optional[int] = None
-                ) -> Tuple[torch.Tensor, Dict[str, float]]:
+                sequence_ratio: bool = False, max_tokens: Optional[int] = None,
+                token_weights: Optional[torch.Tensor] = None) -> Tuple[torch.Tensor, Dict[str, float]]:
     """The clipped surrogate of PPO applied per token with one advantage per
     response (GRPO), and its variants:
 
@@ -122,7 +122,11 @@ def policy_loss(logp: torch.Tensor, old_logp: torch.Tensor, adv: torch.Tensor, m
 
     in place of rho_t (the gradient still flows through every token's logp).
     ``kl_coef`` > 0 adds beta * KL(pi || ref) per token with the chosen
-    estimator (needs ``ref_logp``). Returns the loss and metrics: clip fractions
+    estimator (needs ``ref_logp``). ``token_weights`` (detached, (B, T))
+    multiply each token's surrogate: truncated importance-sampling weights
+    w_t (:func:`truncated_is_weights`) turn it into the decoupled objective
+    of stale or low-precision behaviour, with ``old_logp`` the proximal
+    (learner's pre-update) policy. Returns the loss and metrics: clip fractions
     (low / high side), ratio mean / max, KL mean."""
     if not (0 <= clip_low < 1):
         raise ValueError(f"clip_low must be in [0, 1), got {clip_low}")
@@ -145,6 +149,10 @@ def policy_loss(logp: torch.Tensor, old_logp: torch.Tensor, adv: torch.Tensor, m
     unclipped = ratio * a
     clipped = torch.clamp(ratio, 1 - clip_low, 1 + clip_high) * a
     per_token = -torch.minimum(unclipped, clipped)
+    if token_weights is not None:
+        if token_weights.shape != logp.shape:
+            raise ValueError(f"token_weights must have logp's shape {tuple(logp.shape)}, got {tuple(token_weights.shape)}")
+        per_token = per_token * token_weights.detach().to(logp.dtype)
     kl_mean = 0.0
     if kl_coef:
         if ref_logp is None:

@@ -48,7 +48,8 @@ def arith_problems(n: int, seed: int = 0, digits: int = 2, operators: Tuple[str,
     return out
 
 
-def make_arith(directory: str, train: int, test: int, seed: int = 0, digits: int = 2) -> Dict[str, str]:
+def make_arith(directory: str, train: int, test: int, seed: int = 0, digits: int = 2,
+               operators: Tuple[str, ...] = OPERATORS) -> Dict[str, str]:
     """Writes ``directory/train`` and ``directory/test`` (flywheel tables,
     columns ``prompt``, ``answer``) with ``train`` and ``test`` distinct
     problems; returns the two paths. Refuses to overwrite existing tables."""
@@ -56,7 +57,7 @@ def make_arith(directory: str, train: int, test: int, seed: int = 0, digits: int
 
     import flywheel
 
-    problems = arith_problems(train + test, seed=seed, digits=digits)
+    problems = arith_problems(train + test, seed=seed, digits=digits, operators=tuple(operators))
     paths = {}
     for name, rows in (("train", problems[:train]), ("test", problems[train:])):
         path = os.path.join(directory, name)
@@ -65,6 +66,37 @@ def make_arith(directory: str, train: int, test: int, seed: int = 0, digits: int
         t = flywheel.Table.create(path, {"prompt": "string", "answer": "int64"})
         if rows:
             t.append({"prompt": [p for p, _ in rows], "answer": np.array([a for _, a in rows], dtype=np.int64)},
-                     properties={"task": "arith", "seed": seed, "digits": digits, "split": name})
+                     properties={"task": "arith", "seed": seed, "digits": digits, "split": name,
+                                 "operators": "".join(operators)})
         paths[name] = path
     return paths
+
+
+def main(argv=None) -> int:
+    """``flywheel task make arith OUT --train N --test M [--digits D]
+    [--operators +-*] [--seed S]``."""
+    import argparse
+    import sys
+    ap = argparse.ArgumentParser(prog="flywheel task make arith",
+                                 description="Write arithmetic problems into OUT/train and OUT/test "
+                                             "(columns prompt, answer); no problem is in both.")
+    ap.add_argument("task", choices=["arith"], help=argparse.SUPPRESS)
+    ap.add_argument("out", help="folder for the two tables (must not hold them yet)")
+    ap.add_argument("--train", type=int, required=True, help="training problems")
+    ap.add_argument("--test", type=int, required=True, help="held-out problems")
+    ap.add_argument("--digits", type=int, default=2, help="operand digits (default 2)")
+    ap.add_argument("--operators", default="".join(OPERATORS), help="subset of +-* (default all)")
+    ap.add_argument("--seed", type=int, default=0)
+    a = ap.parse_args(argv)
+    try:
+        paths = make_arith(a.out, a.train, a.test, seed=a.seed, digits=a.digits, operators=tuple(a.operators))
+    except (ValueError, FileExistsError) as e:
+        print(f"flywheel task make arith: {e}", file=sys.stderr)
+        return 2
+    print(f"flywheel task make arith: {a.train} problems in {paths['train']}, {a.test} in {paths['test']} "
+          f"(digits {a.digits}, operators {a.operators}, seed {a.seed})")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
