@@ -313,7 +313,8 @@ class Job:
         os.replace(tmp, final)
         if self._catalog_run is not None:
             self._catalog_run.log_artifact(os.path.join(final, "model", "model.safetensors"))
-        for old in self.checkpoints()[:-3]:
+        # The newest three, and update 0 (the warm start, the baseline of every curve).
+        for old in self.checkpoints()[1:-3]:
             shutil.rmtree(old, ignore_errors=True)
         self.times["checkpoint"] += time.monotonic() - t0
         return final
@@ -788,12 +789,19 @@ def supervise(argv: List[str], run_dir: str, max_restarts: int = 5) -> int:
                 p.send_signal(signum)
             signal.signal(signal.SIGINT, forward)
             signal.signal(signal.SIGTERM, forward)
-            for line in proc.stdout:
-                sys.stdout.write(line)
-                sys.stdout.flush()
-                log.write(line)
-                log.flush()
+
+            def copy(out=proc.stdout, log=log):
+                for line in out:
+                    sys.stdout.write(line)
+                    sys.stdout.flush()
+                    log.write(line)
+                    log.flush()
+            # A reader thread: the pipe may outlive the job (a process it
+            # started), so the job's exit, not the pipe's end, is waited for.
+            reader = threading.Thread(target=copy, daemon=True)
+            reader.start()
             rc = proc.wait()
+            reader.join(timeout=2.0)
         if rc >= 0:
             return rc
         if restarts >= max_restarts:

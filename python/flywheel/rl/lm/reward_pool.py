@@ -22,7 +22,23 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 FAILURE_KINDS = ("raised", "timeout", "died")
 
 
-def _worker(fn: Callable[..., float], conn, memory_mb: Optional[int]) -> None:
+def _die_with_parent(parent: int) -> None:
+    """SIGKILL this worker when the process that started it dies (kill -9 of
+    the job must not leave workers behind holding its pipes)."""
+    import ctypes
+    import os
+    import signal
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGKILL))  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        return
+    if os.getppid() != parent:  # it died before the prctl
+        os._exit(1)
+
+
+def _worker(fn: Callable[..., float], conn, memory_mb: Optional[int], parent: int = 0) -> None:
+    if parent:
+        _die_with_parent(parent)
     if memory_mb:
         # On top of what the worker inherits (a forked learner's address space
         # holds torch's libraries: gigabytes of mappings it never touches).
@@ -70,7 +86,8 @@ class RewardPool:
 
     def _start(self, w: int) -> None:
         parent, child = self._ctx.Pipe()
-        p = self._ctx.Process(target=_worker, args=(self._fn, child, self._memory_mb), daemon=True,
+        import os
+        p = self._ctx.Process(target=_worker, args=(self._fn, child, self._memory_mb, os.getpid()), daemon=True,
                               name=f"flywheel-reward-{w}")
         p.start()
         child.close()

@@ -1,0 +1,240 @@
+"""`flywheel run` on a language-model config (flywheel.rl.lm.job): bad input
+refused before anything starts, a shrunk arithmetic run that raises held-out
+accuracy, kill -9 of the job mid-run with exactly-once prompts, async runs
+with partial rollouts, determinism, a hanging verifier, and the task
+command."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+pytest.importorskip("torch")
+
+FLYWHEEL = os.environ.get("FLYWHEEL_BIN", "flywheel")
+
+
+def _cli(*args, timeout=600, **kw):
+    return subprocess.run([FLYWHEEL, *args], capture_output=True, text=True, timeout=timeout, **kw)
+
+
+@pytest.fixture(scope="module")
+def arith(tmp_path_factory):
+    """A small task: 1- and 2-digit additions, disjoint train / test."""
+    d = tmp_path_factory.mktemp("arith")
+    r = _cli("task", "make", "arith", str(d / "t"), "--train", "3000", "--test", "200", "--operators", "+",
+             "--seed", "3")
+    assert r.returncode == 0, r.stderr
+    assert "3000 problems" in r.stdout
+    return str(d / "t")
+
+
+def _config(path, data, **over):
+    sections = {
+        "run": {"seed": 1, "max_updates": 30, "eval_interval": 10, "checkpoint_interval": 10,
+                "progress_interval_s": 1.0, "threads": 1},
+        "data": {"train": f"{data}/train", "test": f"{data}/test", "eval_size": 200},
+        "model": {"hidden_size": 64, "intermediate_size": 192, "layers": 2, "heads": 4, "kv_heads": 2,
+                  "max_position_embeddings": 20},
+        "sft": {"steps": 150, "batch_size": 64, "lr": 3e-3},
+        "rollout": {"group_size": 8, "prompts_per_update": 16, "max_new_tokens": 5},
+        "learner": {"algorithm": "grpo", "lr": 1e-4, "token_budget": 256},
+        "reward": {},
+    }
+    for key, value in over.items():
+        section, _, name = key.partition("__")
+        if value is None:
+            sections[section].pop(name, None)
+        else:
+            sections[section][name] = value
+    lines = []
+    for section, keys in sections.items():
+        lines.append(f"[{section}]")
+        for k, v in keys.items():
+            lines.append(f"{k} = {json.dumps(v) if not isinstance(v, bool) else str(v).lower()}")
+    with open(path, "w") as f:
+        f.write("\n".join(lines) + "\n")
+    return str(path)
+
+
+def _run(cfg, run_dir, *extra, timeout=600):
+    return _cli("run", cfg, "--run-dir", str(run_dir), *extra, timeout=timeout)
+
+
+def _lines(path):
+    with open(path) as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+@pytest.mark.parametrize("over, message", [
+    ({"learner__algorithm": "ppo2"}, "[learner] algorithm = 'ppo2': expected one of"),
+    ({"learner__clip_low": 0.2, "learner__clip_high": 0.01}, "clip range [1 - 0.2, 1 + 0.01] that makes no sense"),
+    ({"learner__clip_low": 1.5}, "[learner] clip_low = 1.5: must be <= 1"),
+    ({"data__prompt": "question"}, "has no column 'question'"),
+    ({"model__max_position_embeddings": 8}, "does not fit the context"),
+    ({"rollout__groupsize": 4}, "[rollout] groupsize: unknown key"),
+    ({"reward__verifier": "python", "reward__function": "no_such_module_xyz:score"}, "No module named"),
+])
+def test_bad_configs_are_refused_before_anything_starts(tmp_path, arith, over, message, capsys):
+    # In process (the job's own entry point, without its supervisor): fast.
+    from flywheel.rl.lm import job
+    cfg = _config(tmp_path / "bad.toml", arith, **over)
+    rc = job.main([cfg, "--run-dir", str(tmp_path / "run"), "--child"])
+    err = capsys.readouterr().err
+    assert rc == 2 and message in err, (rc, err)
+    # Nothing trained: no checkpoint, no metrics.
+    assert not os.path.exists(tmp_path / "run" / "checkpoints")
+    assert not os.path.exists(tmp_path / "run" / "metrics.jsonl")
+
+
+def test_a_bad_config_through_flywheel_run(tmp_path, arith):
+    cfg = _config(tmp_path / "bad.toml", arith, learner__algorithm="ppo2")
+    r = _run(cfg, tmp_path / "run", timeout=120)
+    assert r.returncode == 2 and "[learner] algorithm = 'ppo2': expected one of" in r.stderr, r.stderr
+
+
+def test_the_test_split_may_not_be_the_training_table(tmp_path, arith):
+    cfg = _config(tmp_path / "bad.toml", arith, data__test=f"{arith}/train")
+    r = _run(cfg, tmp_path / "run", timeout=60)
+    assert r.returncode == 2 and "held-out split must never enter training" in r.stderr, r.stderr
+
+
+def test_shrunk_grpo_run_raises_held_out_accuracy_and_records_lineage(tmp_path, arith):
+    # The warm start leaves the model right on most problems but not all
+    # (greedy); GRPO sharpens it within a few dozen updates.
+    cfg = _config(tmp_path / "grpo.toml", arith, run__max_updates=30, sft__steps=1000,
+                  rollout__prompts_per_update=32)
+    run = tmp_path / "run"
+    r = _run(cfg, run)
+    assert r.returncode == 0, r.stdout + r.stderr
+    res = json.loads((run / "result.json").read_text())
+    assert res["reason"] == "max_updates" and res["updates"] == 30
+    print(f"held-out accuracy {res['accuracy_start']:.3f} -> {res['accuracy_end']:.3f}")
+    assert res["accuracy_end"] >= res["accuracy_start"] + 0.10, res
+    assert "time split: generate" in r.stdout and "held-out accuracy" in r.stdout
+    metrics = _lines(run / "metrics.jsonl")
+    assert [m["update"] for m in metrics] == list(range(1, 31))
+    m = next(m for m in metrics if m.get("updated"))
+    for key in ("reward_mean", "reward_std", "loss", "entropy", "clip_frac_low", "clip_frac_high", "ratio_max",
+                "mismatch_kl", "response_len_mean", "response_len_max", "clipped_frac", "tokens_generated",
+                "tokens", "grad_norm"):
+        assert key in m, key
+    # F32 engine and learner: the behaviour log-probs are the learner's.
+    assert max(m["mismatch_kl"] for m in metrics if m.get("updated")) < 1e-5
+    evals = _lines(run / "eval.jsonl")
+    assert [e["update"] for e in evals] == [0, 10, 20, 30]
+    # Lineage: the newest checkpoint names the table version and the rows it
+    # trained on, none twice within an epoch; the test table only as evaluation.
+    ckpt = sorted((run / "checkpoints").iterdir())[-1]
+    lin = json.loads((ckpt / "lineage.json").read_text())
+    rows = lin["train"]["trained_rows"]["0"]
+    assert len(rows) == 30 * 32 and len(set(rows)) == len(rows)
+    assert lin["test"]["role"] == "evaluation only"
+    assert (ckpt / "model" / "config.json").exists() and (ckpt / "model" / "flywheel_chars.json").exists()
+    # A finished run is not started over by accident.
+    again = _run(cfg, run, timeout=60)
+    assert again.returncode == 2 and "finished run" in again.stderr
+
+
+def test_kill_9_mid_run_resumes_and_no_prompt_repeats_or_is_skipped(tmp_path, arith):
+    # 3000 / 16 = 187.5 updates per epoch: 60 updates stay in epoch 0.
+    cfg = _config(tmp_path / "kill.toml", arith, run__max_updates=60, run__checkpoint_interval=10,
+                  run__eval_interval=1000, sft__steps=20)
+    run = tmp_path / "run"
+    p = subprocess.Popen([FLYWHEEL, "run", cfg, "--run-dir", str(run)], stdout=subprocess.PIPE,
+                         stderr=subprocess.STDOUT, text=True)
+    try:
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline:
+            ckpts = list((run / "checkpoints").glob("update-*")) if (run / "checkpoints").exists() else []
+            if any(c.name >= "update-000020" and (c / "state.pt").exists() for c in ckpts):
+                break
+            time.sleep(0.2)
+        time.sleep(0.5)  # past the checkpoint: some updates are lost with the kill
+        child = json.loads((run / "pids.json").read_text())["job"]
+        os.kill(child, signal.SIGKILL)
+        out, _ = p.communicate(timeout=400)
+    finally:
+        if p.poll() is None:
+            p.kill()
+    assert p.returncode == 0, out
+    assert "died of signal 9; resuming" in out and "resumed from" in out, out
+    res = json.loads((run / "result.json").read_text())
+    assert res["updates"] == 60 and res["counters"]["resumes"] == 1
+    lin = json.loads((sorted((run / "checkpoints").iterdir())[-1] / "lineage.json").read_text())
+    rows = lin["train"]["trained_rows"]["0"]
+    assert len(rows) == 60 * 16, len(rows)
+    assert len(set(rows)) == len(rows), "a prompt was trained on twice within the epoch"
+    # None skipped: the rows trained are exactly the first 960 of the epoch's order.
+    import flywheel
+    order = flywheel.Loader(f"{arith}/train", batch_size=16, columns=["prompt"], seed=1, num_threads=1,
+                            return_indices=True)
+    first = [int(i) for _, b in zip(range(60), order) for i in b["__index__"]]
+    assert sorted(first) == sorted(rows)
+    metrics = _lines(run / "metrics.jsonl")
+    assert metrics[-1]["update"] == 60
+
+
+def test_async_partial_rollouts_bound_staleness(tmp_path, arith):
+    cfg = _config(tmp_path / "async.toml", arith, run__mode="async", run__max_staleness=1, run__stale="drop",
+                  run__max_updates=40, sft__steps=100, rollout__max_new_tokens=5)
+    run = tmp_path / "run"
+    r = _run(cfg, run)
+    assert r.returncode == 0, r.stdout + r.stderr
+    res = json.loads((run / "result.json").read_text())
+    assert res["updates"] == 40
+    lags = {int(k): v for k, v in res["staleness"].items()}
+    # Generation ran ahead of training: some tokens were made by older versions...
+    assert sum(v for k, v in lags.items() if k > 0) > 0, lags
+    # ...and no trained group held a token more than max_staleness versions old.
+    dropped = res["counters"].get("groups_stale_dropped", 0)
+    assert all(k <= 1 for k in lags) or dropped > 0, (lags, dropped)
+    assert res["accuracy_end"] >= res["accuracy_start"], res
+
+
+def test_deterministic_sync_runs_repeat_exactly(tmp_path, arith):
+    cfg = _config(tmp_path / "det.toml", arith, run__max_updates=8, run__eval_interval=4, sft__steps=30)
+    outs = []
+    for i in range(2):
+        run = tmp_path / f"run{i}"
+        r = _run(cfg, run, "--deterministic")
+        assert r.returncode == 0, r.stdout + r.stderr
+        metrics = _lines(run / "metrics.jsonl")
+        for m in metrics:
+            for k in ("wall_s", "elapsed_s"):
+                m.pop(k)
+        weights = (sorted((run / "checkpoints").iterdir())[-1] / "model" / "model.safetensors").read_bytes()
+        outs.append((metrics, weights))
+    assert outs[0][0] == outs[1][0]
+    assert outs[0][1] == outs[1][1]
+
+
+def test_a_hanging_verifier_gives_the_timeout_value(tmp_path, arith):
+    mod = tmp_path / "slow_verifier.py"
+    mod.write_text("import time\n"
+                   "def score(text, answer):\n"
+                   "    if text.endswith('7'):\n"
+                   "        time.sleep(60)\n"
+                   "    return 1.0 if text == str(answer) else 0.0\n")
+    cfg = _config(tmp_path / "hang.toml", arith, run__max_updates=3, run__eval_interval=1000, sft__steps=20,
+                  reward__verifier="python", reward__function="slow_verifier:score", reward__timeout_s=0.5,
+                  reward__failure_value=-1.0, reward__workers=2)
+    run = tmp_path / "run"
+    env = dict(os.environ, PYTHONPATH=f"{tmp_path}:{os.environ.get('PYTHONPATH', '')}")
+    r = _cli("run", cfg, "--run-dir", str(run), env=env, timeout=600)
+    assert r.returncode == 0, r.stdout + r.stderr
+    res = json.loads((run / "result.json").read_text())
+    assert res["counters"].get("reward_failures_timeout", 0) > 0, res["counters"]
+
+
+def test_task_command_refuses_to_overwrite_and_explains_itself(tmp_path, arith):
+    r = _cli("task", "make", "arith", arith, "--train", "10", "--test", "5")
+    assert r.returncode == 2 and "exists" in r.stderr
+    r = _cli("task", "make", "arith", "--help")
+    assert r.returncode == 0 and "--operators" in r.stdout
+    r = _cli("task", "make", "arith", str(tmp_path / "x"), "--train", "100000", "--test", "5", "--digits", "1")
+    assert r.returncode == 2 and "use more digits" in r.stderr
