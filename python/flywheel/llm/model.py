@@ -144,7 +144,9 @@ class Transformer(nn.Module):
 
     def forward(self, input_ids: torch.Tensor, attention_mask: Optional[torch.Tensor] = None,
                 position_ids: Optional[torch.Tensor] = None,
-                segment_ids: Optional[torch.Tensor] = None) -> torch.Tensor:
+                segment_ids: Optional[torch.Tensor] = None, return_hidden: bool = False):
+        """Logits (batch, seq, vocab); with ``return_hidden`` also the final
+        normalised hidden states (batch, seq, hidden), e.g. for a value head."""
         if input_ids.dim() != 2:
             raise ValueError(f"input_ids must be (batch, seq), got shape {tuple(input_ids.shape)}")
         b, s = input_ids.shape
@@ -185,4 +187,5 @@ class Transformer(nn.Module):
                                                                              device=input_ids.device))[:, None]
         for layer in self.model.layers:
             x = layer(x, cos, sin, mask)
-        return self.lm_head(self.model.norm(x))
+        h = self.model.norm(x)
+        return (self.lm_head(h), h) if return_hidden else self.lm_head(h)

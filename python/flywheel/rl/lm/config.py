@@ -96,7 +96,7 @@ SCHEMA: Dict[str, Dict[str, Tuple[type, Any, Optional[Callable[[Any], Optional[s
         "overlong_buffer": (int, 0, _range(0)),
     },
     "learner": {
-        "algorithm": (str, "grpo", _one_of("grpo", "dr_grpo", "rloo")),
+        "algorithm": (str, "grpo", _one_of("grpo", "dr_grpo", "rloo", "ppo")),
         "lr": (float, 1e-3, _range(0, lo_open=True)),
         "clip_low": (float, 0.2, _range(0, 1)),
         "clip_high": (float, 0.28, _range(0)),
@@ -109,6 +109,13 @@ SCHEMA: Dict[str, Dict[str, Tuple[type, Any, Optional[Callable[[Any], Optional[s
         "drop_uninformative": (bool, True, _ANY),
         "tis_cap": (float, 0.0, _ANY),
         "weight_decay": (float, 0.0, _range(0)),
+        # PPO only
+        "value_coef": (float, 0.5, _range(0)),
+        "gamma": (float, 1.0, _range(0, 1)),
+        "gae_lambda": (float, 0.95, _range(0, 1)),
+        "value_clip": (float, 0.2, _range(0)),
+        "ppo_epochs": (int, 2, _range(1, 64)),
+        "value_lr": (float, 0.0, _range(0)),
     },
 }
 
@@ -191,7 +198,8 @@ def load(path: str) -> Dict[str, Dict[str, Any]]:
     # Paths in the file are relative to the directory it is run from, as
     # flywheel run's classic configs; the config's own folder is tried next.
     for section, key in (("data", "train"), ("data", "test"), ("model", "checkpoint")):
-        v = c[section][key]
+        v = os.path.expandvars(os.path.expanduser(c[section][key])) if c[section][key] else ""
+        c[section][key] = v
         if v and not os.path.isabs(v) and not os.path.exists(v) and os.path.exists(os.path.join(base, v)):
             c[section][key] = os.path.join(base, v)
     return c

@@ -299,7 +299,8 @@ class Job:
         state = {"update": self.update, "version": self.version, "optimizer": self.optimizer.state_dict(),
                  "torch_rng": torch.get_rng_state(), "py_rng": random.getstate(), "prompts": prompts,
                  "counters": dict(self.counters), "staleness": dict(self.staleness), "times": self.times,
-                 "first_eval": self.first_eval, "last_eval": self.last_eval, "sft_done": True}
+                 "first_eval": self.first_eval, "last_eval": self.last_eval, "sft_done": True,
+                 "value_head": self.value_head.state_dict() if self.value_head is not None else None}
         torch.save(state, os.path.join(tmp, "state.pt"))
         lineage = {"train": {"table": os.path.abspath(self.prompts.path), "version": self.prompts.version,
                              "epoch": prompts["epoch"], "trained_rows": prompts["trained"],
@@ -341,6 +342,8 @@ class Job:
         path = ckpts[-1]
         state = torch.load(os.path.join(path, "state.pt"), weights_only=False)
         self.model.load_state_dict(llm.load_state(os.path.join(path, "model")), strict=False)
+        if self.value_head is not None and state.get("value_head") is not None:
+            self.value_head.load_state_dict(state["value_head"])
         self.optimizer.load_state_dict(state["optimizer"])
         torch.set_rng_state(state["torch_rng"])
         random.setstate(state["py_rng"])
@@ -375,21 +378,39 @@ class Job:
                     if p.dim() == 2:
                         p.normal_(0.0, 0.02)
         lc = c["learner"]
-        self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=lc["lr"], weight_decay=lc["weight_decay"])
+        groups = [{"params": list(self.model.parameters())}]
+        self.value_head = None
+        if lc["algorithm"] == "ppo":
+            # PPO's critic: a linear map of the final hidden state, zero at the start.
+            self.value_head = torch.nn.Linear(self.model.config.hidden_size, 1)
+            torch.nn.init.zeros_(self.value_head.weight)
+            torch.nn.init.zeros_(self.value_head.bias)
+            groups.append({"params": list(self.value_head.parameters()), "lr": lc["value_lr"] or lc["lr"] * 10})
+        self.optimizer = torch.optim.AdamW(groups, lr=lc["lr"], weight_decay=lc["weight_decay"])
         self.version = 0
         resumed = self.restore()
         if not resumed and c["sft"]["steps"]:
             self.sft()
         ref = None
         if lc["kl_coef"]:
+            # The reference is the policy the RL phase started from: the warm
+            # start (update 0, kept), also after a resume.
             import copy
-            ref = copy.deepcopy(self.model).eval()
-        self.learner = GRPOLearner(
-            self.model, self.optimizer, c["rollout"]["group_size"], algorithm=lc["algorithm"],
-            clip_low=lc["clip_low"], clip_high=lc["clip_high"], aggregation=lc["aggregation"] or None,
-            sequence_ratio=lc["sequence_ratio"], token_budget=lc["token_budget"], max_grad_norm=lc["max_grad_norm"],
-            drop_uninformative=lc["drop_uninformative"], ref_model=ref, kl_coef=lc["kl_coef"],
-            kl_estimator=lc["kl_estimator"], tis_cap=lc["tis_cap"] or None)
+            ref = llm.load(os.path.join(self.checkpoints()[0], "model")) if resumed else copy.deepcopy(self.model)
+            ref.eval()
+        common = dict(clip_low=lc["clip_low"], clip_high=lc["clip_high"], token_budget=lc["token_budget"],
+                      max_grad_norm=lc["max_grad_norm"])
+        if self.value_head is not None:
+            from .learner import PPOLearner
+            self.learner = PPOLearner(self.model, self.optimizer, self.value_head, c["rollout"]["group_size"],
+                                      gamma=lc["gamma"], lam=lc["gae_lambda"], value_coef=lc["value_coef"],
+                                      value_clip=lc["value_clip"] or None, epochs=lc["ppo_epochs"], **common)
+        else:
+            self.learner = GRPOLearner(
+                self.model, self.optimizer, c["rollout"]["group_size"], algorithm=lc["algorithm"],
+                aggregation=lc["aggregation"] or None, sequence_ratio=lc["sequence_ratio"],
+                drop_uninformative=lc["drop_uninformative"], ref_model=ref, kl_coef=lc["kl_coef"],
+                kl_estimator=lc["kl_estimator"], tis_cap=lc["tis_cap"] or None, **common)
         if not resumed:
             # The optimizer of the RL phase starts fresh after the warm start.
             self.optimizer.state.clear()

@@ -12,7 +12,7 @@ on how they were generated, so a JAX learner can implement the same step.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional, Sequence
+from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 import torch
@@ -48,8 +48,8 @@ class GRPOLearner:
                  max_grad_norm: float = 1.0, drop_uninformative: bool = True,
                  ref_model: Optional[torch.nn.Module] = None, kl_coef: float = 0.0, kl_estimator: str = "k3",
                  tis_cap: Optional[float] = None):
-        if algorithm not in self.ALGORITHMS:
-            raise ValueError(f"unknown algorithm {algorithm!r}; choose one of {', '.join(self.ALGORITHMS)}")
+        if algorithm not in GRPOLearner.ALGORITHMS:
+            raise ValueError(f"unknown algorithm {algorithm!r}; choose one of {', '.join(GRPOLearner.ALGORITHMS)}")
         if group_size < 2:
             raise ValueError(f"group_size must be >= 2 (advantages compare answers to one prompt), got {group_size}")
         self.model, self.optimizer, self.group_size = model, optimizer, group_size
@@ -70,25 +70,41 @@ class GRPOLearner:
             return losses.rloo_advantages(rewards, self.group_size)
         return losses.grpo_advantages(rewards, self.group_size, scale=self.algorithm == "grpo")
 
-    def _token_logps(self, rollouts: List[Rollout], model: Optional[torch.nn.Module] = None) -> List[torch.Tensor]:
-        """The model's log-prob of every response token of every rollout (one
-        packed forward pass per ``token_budget`` of tokens)."""
+    def _forward(self, rollouts: Sequence[Rollout], model: Optional[torch.nn.Module] = None,
+                 value_head: Optional[torch.nn.Module] = None
+                 ) -> Tuple[torch.Tensor, Optional[torch.Tensor]]:
+        """The model's log-prob of every response token, (B, T) with T the
+        longest response and 0 past each response's end (one packed forward
+        pass per ``token_budget`` of tokens); with ``value_head`` also the
+        value of each state a response token was chosen in, (B, T)."""
         seqs = [list(r.prompt) + list(r.response) for r in rollouts]
         batch = packing.pack(seqs, [[True] * len(s) for s in seqs], self.token_budget)
         self.last_packing_efficiency = batch.efficiency
         # The packer's positions restart at 0 in every sequence and are 0 on
         # padding (positions derived from segment ids would run on through it).
-        logits = (model or self.model)(batch.input_ids, segment_ids=batch.segment_ids,
-                                       position_ids=batch.position_ids)
-        logp_all = torch.log_softmax(logits.float(), dim=-1)
-        out = []
-        for r, (row, at, n) in zip(rollouts, batch.places):
-            p = len(r.prompt)
-            # Token j of the sequence is predicted at position j - 1.
-            targets = torch.as_tensor(list(r.response), dtype=torch.long)
-            pred = logp_all[row, at + p - 1: at + n - 1]
-            out.append(pred.gather(1, targets[:, None])[:, 0])
-        return out
+        out = (model or self.model)(batch.input_ids, segment_ids=batch.segment_ids,
+                                    position_ids=batch.position_ids, return_hidden=value_head is not None)
+        logits, hidden = out if value_head is not None else (out, None)
+        # Response token j of a sequence is predicted at position (start of
+        # the response + j - 1): gather them all in one indexing operation.
+        rows, cols, targets, out_b, out_t = [], [], [], [], []
+        for b, (r, (row, at, n)) in enumerate(zip(rollouts, batch.places)):
+            p, m = len(r.prompt), len(r.response)
+            rows.extend([row] * m)
+            cols.extend(range(at + p - 1, at + p - 1 + m))
+            targets.extend(r.response)
+            out_b.extend([b] * m)
+            out_t.extend(range(m))
+        rows_t, cols_t = torch.as_tensor(rows), torch.as_tensor(cols)
+        at = (torch.as_tensor(out_b), torch.as_tensor(out_t))
+        t = max(len(r.response) for r in rollouts)
+        picked = torch.log_softmax(logits[rows_t, cols_t].float(), dim=-1)
+        logp = torch.zeros(len(rollouts), t).index_put(at, picked.gather(1, torch.as_tensor(targets)[:, None])[:, 0])
+        values = None
+        if value_head is not None:
+            v = value_head(hidden[rows_t, cols_t].float())[:, 0]
+            values = torch.zeros(len(rollouts), t).index_put(at, v)
+        return logp, values
 
     def step(self, rollouts: Sequence[Rollout], correct: Optional[Sequence[bool]] = None) -> Dict[str, float]:
         """One update on ``rollouts`` (whole groups, each group's rollouts
@@ -131,8 +147,7 @@ class GRPOLearner:
             lm = r.loss_mask if r.loss_mask is not None else [True] * n
             mask[i, :n] = torch.as_tensor(list(lm), dtype=torch.float32)
         self.model.train()
-        per_seq = self._token_logps(keep)
-        logp = torch.stack([torch.nn.functional.pad(x, (0, t - x.numel())) for x in per_seq])
+        logp, _ = self._forward(keep)
         metrics.update(losses.mismatch(old, logp.detach(), mask))
         fix = torch.zeros(b, dtype=torch.bool)
         if self.tis_cap is not None:
@@ -152,15 +167,14 @@ class GRPOLearner:
         ref = None
         if self.kl_coef:
             with torch.no_grad():
-                per_ref = self._token_logps(keep, self.ref_model)
-            ref = torch.stack([torch.nn.functional.pad(x, (0, t - x.numel())) for x in per_ref])
+                ref, _ = self._forward(keep, self.ref_model)
         loss, m = losses.policy_loss(logp, old, adv, mask, clip_low=self.clip_low, clip_high=self.clip_high,
                                      aggregation=self.aggregation, sequence_ratio=self.sequence_ratio,
                                      max_tokens=t, ref_logp=ref, kl_coef=self.kl_coef,
                                      kl_estimator=self.kl_estimator, token_weights=weights)
         with torch.no_grad():
-            # Entropy of the sampled tokens' distributions is not kept by
-            # _token_logps; -mean log p of the sampled tokens estimates it.
+            # The full distributions are not kept by _forward; -mean log p of
+            # the sampled tokens estimates the entropy.
             metrics["entropy"] = float(-(logp.detach() * mask).sum() / mask.sum().clamp(min=1))
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
@@ -180,3 +194,77 @@ class GRPOLearner:
         if getattr(self.model.config, "tie_word_embeddings", False):
             state.pop("lm_head.weight", None)
         return state
+
+
+class PPOLearner(GRPOLearner):
+    """PPO over tokens with a value head (a linear map of the model's final
+    hidden state to a scalar): the verifier's reward on each response's last
+    token, token-level GAE (``gamma``, ``lam``; losses.token_gae), advantages
+    whitened over the batch's tokens, the clipped surrogate per token and
+    PPO's clipped value loss (losses.value_loss), ``epochs`` passes over each
+    batch. The optimizer must hold the value head's parameters too; the
+    head is not part of :meth:`weights` (the engine does not need it).
+
+        loss = policy_loss(logp, old_logp, A_t) + value_coef * value_loss(V, R, V_old)
+    """
+
+    ALGORITHMS = ("ppo",)
+
+    def __init__(self, model: torch.nn.Module, optimizer: torch.optim.Optimizer, value_head: torch.nn.Module,
+                 group_size: int, gamma: float = 1.0, lam: float = 0.95, value_coef: float = 0.5,
+                 value_clip: Optional[float] = 0.2, epochs: int = 2, **kw):
+        kw.setdefault("drop_uninformative", False)
+        super().__init__(model, optimizer, group_size, algorithm="grpo", **kw)
+        self.algorithm = "ppo"
+        if epochs < 1:
+            raise ValueError(f"epochs must be >= 1, got {epochs}")
+        self.value_head, self.gamma, self.lam = value_head, gamma, lam
+        self.value_coef, self.value_clip, self.epochs = value_coef, value_clip, epochs
+
+    def step(self, rollouts: Sequence[Rollout], correct: Optional[Sequence[bool]] = None) -> Dict[str, float]:
+        if not rollouts:
+            raise ValueError("no rollouts")
+        rollouts = list(rollouts)
+        rewards = torch.tensor([float(r.reward) for r in rollouts])
+        metrics: Dict[str, float] = {"reward_mean": float(rewards.mean()),
+                                     "reward_std": float(rewards.std()) if len(rollouts) > 1 else 0.0}
+        t = max(len(r.response) for r in rollouts)
+        b = len(rollouts)
+        old = torch.zeros(b, t)
+        mask = torch.zeros(b, t)
+        token_rewards = torch.zeros(b, t)
+        for i, r in enumerate(rollouts):
+            n = len(r.response)
+            old[i, :n] = torch.as_tensor(list(r.behaviour_logprobs), dtype=torch.float32)
+            lm = r.loss_mask if r.loss_mask is not None else [True] * n
+            mask[i, :n] = torch.as_tensor(list(lm), dtype=torch.float32)
+            token_rewards[i, n - 1] = float(r.reward)
+        params = [p for g in self.optimizer.param_groups for p in g["params"]]
+        self.model.train()
+        for epoch in range(self.epochs):
+            logp, values = self._forward(rollouts, value_head=self.value_head)
+            if epoch == 0:
+                metrics.update(losses.mismatch(old, logp.detach(), mask))
+                old_values = values.detach()
+                adv, ret = losses.token_gae(token_rewards, old_values, mask, self.gamma, self.lam)
+                n_tok = mask.sum().clamp(min=1)
+                mean = (adv * mask).sum() / n_tok
+                std = (((adv - mean) * mask) ** 2).sum().div(n_tok).sqrt()
+                adv = (adv - mean) / (std + 1e-8) * mask
+            pl, m = losses.policy_loss(logp, old, adv, mask, clip_low=self.clip_low, clip_high=self.clip_high,
+                                       aggregation="token-mean")
+            vl = losses.value_loss(values, ret, old_values, mask, self.value_clip)
+            loss = pl + self.value_coef * vl
+            self.optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            if self.max_grad_norm:
+                metrics["grad_norm"] = float(torch.nn.utils.clip_grad_norm_(params, self.max_grad_norm))
+            self.optimizer.step()
+        with torch.no_grad():
+            metrics["entropy"] = float(-(logp.detach() * mask).sum() / mask.sum().clamp(min=1))
+            metrics["value_mean"] = float((old_values * mask).sum() / mask.sum().clamp(min=1))
+        metrics.update(m)
+        metrics.update(loss=float(loss.detach()), policy_loss=float(pl.detach()), value_loss=float(vl.detach()),
+                       updated=1.0, tokens=float(mask.sum()) * self.epochs,
+                       packing_efficiency=float(self.last_packing_efficiency))
+        return metrics

@@ -136,8 +136,9 @@ def policy_loss(logp: torch.Tensor, old_logp: torch.Tensor, adv: torch.Tensor, m
     if logp.shape != old_logp.shape or logp.shape != mask.shape or logp.dim() != 2:
         raise ValueError(f"logp, old_logp and mask must share a (B, T) shape, got {tuple(logp.shape)}, "
                          f"{tuple(old_logp.shape)}, {tuple(mask.shape)}")
-    if adv.shape != (logp.shape[0],):
-        raise ValueError(f"adv must hold one advantage per response ({logp.shape[0]}), got {tuple(adv.shape)}")
+    if adv.shape != (logp.shape[0],) and adv.shape != logp.shape:
+        raise ValueError(f"adv must hold one advantage per response ({logp.shape[0]}) or one per token "
+                         f"{tuple(logp.shape)} (PPO), got {tuple(adv.shape)}")
     m = mask.to(logp.dtype)
     log_ratio = (logp - old_logp) * m
     if sequence_ratio:
@@ -145,7 +146,7 @@ def policy_loss(logp: torch.Tensor, old_logp: torch.Tensor, adv: torch.Tensor, m
         seq = log_ratio.sum(dim=1) / m.sum(dim=1).clamp(min=1)
         log_ratio = seq[:, None].expand_as(logp)
     ratio = torch.exp(log_ratio)
-    a = adv[:, None].to(logp.dtype)
+    a = (adv[:, None] if adv.dim() == 1 else adv).to(logp.dtype)
     unclipped = ratio * a
     clipped = torch.clamp(ratio, 1 - clip_low, 1 + clip_high) * a
     per_token = -torch.minimum(unclipped, clipped)

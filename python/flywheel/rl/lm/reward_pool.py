@@ -16,6 +16,7 @@ import multiprocessing as mp
 import resource
 import time
 import traceback
+from collections import deque
 from multiprocessing.connection import wait
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
@@ -68,6 +69,8 @@ class RewardPool:
     order. ``timeout`` seconds per call; ``memory_mb`` caps the address
     space each worker may add to what it inherits (None: no cap)."""
 
+    PIPELINE = 32  # items in flight per worker
+
     def __init__(self, fn: Callable[..., float], workers: int = 2, timeout: float = 5.0,
                  memory_mb: Optional[int] = 2048, failure_value: float = 0.0, start_method: str = "fork"):
         if workers < 1:
@@ -107,40 +110,58 @@ class RewardPool:
         return self.failure_value
 
     def score(self, items: Sequence[Tuple[Any, ...]]) -> List[float]:
-        """One reward per item (a tuple of ``fn``'s arguments), in order."""
+        """One reward per item (a tuple of ``fn``'s arguments), in order.
+
+        Each worker has up to ``PIPELINE`` items in its pipe (one round trip
+        per item would dominate cheap verifiers); it answers them in order,
+        and each item's timeout runs from when the worker reached it (the
+        previous answer). A worker that hangs or dies fails the item it was
+        on; the items queued behind it go to the others."""
         out: List[Optional[float]] = [None] * len(items)
-        queue = list(range(len(items)))
-        busy: Dict[int, Tuple[int, float]] = {}  # worker -> (item, deadline)
-        while queue or busy:
+        todo = deque(range(len(items)))
+        sent: List[deque] = [deque() for _ in self._procs]
+        started: List[float] = [0.0] * len(self._procs)  # when the head item began
+
+        def requeue(w: int) -> None:
+            todo.extendleft(reversed(sent[w]))
+            sent[w].clear()
+
+        while todo or any(sent):
             for w in range(len(self._procs)):
-                if w not in busy and queue:
-                    i = queue.pop(0)
+                while todo and len(sent[w]) < self.PIPELINE:
+                    i = todo.popleft()
                     try:
                         self._conns[w].send((i, tuple(items[i])))
                     except (BrokenPipeError, OSError):
+                        todo.appendleft(i)
+                        requeue(w)
                         self._replace(w)
-                        self._conns[w].send((i, tuple(items[i])))
-                    busy[w] = (i, time.monotonic() + self._timeout)
-            now = time.monotonic()
-            left = max(0.0, min(d for _, d in busy.values()) - now)
-            ready = wait([self._conns[w] for w in busy], timeout=left)
-            for w in list(busy):
-                i, deadline = busy[w]
+                        continue
+                    if not sent[w]:
+                        started[w] = time.monotonic()
+                    sent[w].append(i)
+            active = [w for w in range(len(self._procs)) if sent[w]]
+            left = max(0.0, min(started[w] for w in active) + self._timeout - time.monotonic())
+            ready = wait([self._conns[w] for w in active], timeout=left)
+            for w in active:
                 conn = self._conns[w]
                 if conn in ready:
                     try:
                         idx, status, payload = conn.recv()
                     except (EOFError, OSError):
+                        i = sent[w].popleft()
                         code = self._procs[w].exitcode if self._procs[w].exitcode is not None else "?"
                         out[i] = self._fail("died", f"item {i}: the worker exited (code {code})")
-                        del busy[w]
+                        requeue(w)
                         self._replace(w)
                         continue
+                    sent[w].popleft()
                     out[idx] = payload if status == "ok" else self._fail("raised", f"item {idx}: {payload.strip()}")
-                    del busy[w]
-                elif time.monotonic() >= deadline:
+                    started[w] = time.monotonic()
+                elif time.monotonic() >= started[w] + self._timeout:
+                    i = sent[w].popleft()
                     out[i] = self._fail("timeout", f"item {i}: no reward within {self._timeout:g} s")
-                    del busy[w]
+                    requeue(w)
                     self._replace(w)
         return [float(v) for v in out]
 
