@@ -132,13 +132,34 @@ class GRPOLearner:
             keep = [rollouts[i] for i in kept]
             if correct is not None:
                 correct = [correct[i] for i in kept]
-            if not keep:
-                metrics.update(loss=0.0, updated=0.0)
-                return metrics
             rewards = torch.tensor([float(r.reward) for r in keep])
-        adv = self.advantages(rewards).float()
-        t = max(len(r.response) for r in keep)
+        # Data parallel (torch.distributed initialised, world > 1): every rank
+        # takes this step on its own groups; the loss is normalised by the
+        # global token (or sequence) count and the gradients are summed over
+        # ranks, so N ranks take the step one process would take on the union.
+        world = _world_size()
+        t = max((len(r.response) for r in keep), default=1)
         b = len(keep)
+        n_tok = float(sum(sum(r.loss_mask) if r.loss_mask is not None else len(r.response) for r in keep))
+        counts = torch.tensor([n_tok, float(b)], dtype=torch.float64)
+        t_max = torch.tensor([t], dtype=torch.int64)
+        if world > 1:
+            torch.distributed.all_reduce(counts)
+            torch.distributed.all_reduce(t_max, op=torch.distributed.ReduceOp.MAX)
+        if counts[1] == 0:  # every group on every rank was uniform
+            metrics.update(loss=0.0, updated=0.0)
+            return metrics
+        scale = (n_tok / float(counts[0]) if self.aggregation == "token-mean" else b / float(counts[1])) \
+            if world > 1 else 1.0
+        if not keep:  # this rank has nothing, the others do: take part with zero gradients
+            self.optimizer.zero_grad(set_to_none=False)
+            for p in self._params():
+                if p.grad is None:
+                    p.grad = torch.zeros_like(p)
+            self._finish_step(metrics, world)
+            metrics.update(loss=0.0, updated=1.0, tokens=0.0)
+            return metrics
+        adv = self.advantages(rewards).float()
         old = torch.zeros(b, t)
         mask = torch.zeros(b, t)
         for i, r in enumerate(keep):
@@ -170,21 +191,39 @@ class GRPOLearner:
                 ref, _ = self._forward(keep, self.ref_model)
         loss, m = losses.policy_loss(logp, old, adv, mask, clip_low=self.clip_low, clip_high=self.clip_high,
                                      aggregation=self.aggregation, sequence_ratio=self.sequence_ratio,
-                                     max_tokens=t, ref_logp=ref, kl_coef=self.kl_coef,
+                                     max_tokens=int(t_max), ref_logp=ref, kl_coef=self.kl_coef,
                                      kl_estimator=self.kl_estimator, token_weights=weights)
         with torch.no_grad():
             # The full distributions are not kept by _forward; -mean log p of
             # the sampled tokens estimates the entropy.
             metrics["entropy"] = float(-(logp.detach() * mask).sum() / mask.sum().clamp(min=1))
-        self.optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        if self.max_grad_norm:
-            metrics["grad_norm"] = float(torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.max_grad_norm))
-        self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=False)
+        (loss * scale).backward()
+        self._finish_step(metrics, world)
         metrics.update(m)
         metrics.update(loss=float(loss.detach()), updated=1.0, tokens=float(mask.sum()),
                        packing_efficiency=float(self.last_packing_efficiency))
         return metrics
+
+    def _params(self) -> List[torch.nn.Parameter]:
+        return [p for g in self.optimizer.param_groups for p in g["params"]]
+
+    def _finish_step(self, metrics: Dict[str, float], world: int) -> None:
+        """Sums the gradients over ranks (one flat all-reduce), clips, steps."""
+        params = self._params()
+        if world > 1:
+            for p in params:
+                if p.grad is None:
+                    p.grad = torch.zeros_like(p)
+            flat = torch.cat([p.grad.reshape(-1) for p in params])
+            torch.distributed.all_reduce(flat)
+            at = 0
+            for p in params:
+                p.grad.copy_(flat[at:at + p.numel()].view_as(p))
+                at += p.numel()
+        if self.max_grad_norm:
+            metrics["grad_norm"] = float(torch.nn.utils.clip_grad_norm_(params, self.max_grad_norm))
+        self.optimizer.step()
 
     def weights(self) -> Dict[str, np.ndarray]:
         """The model's tensors in Hugging Face names as float32 arrays, for
@@ -194,6 +233,11 @@ class GRPOLearner:
         if getattr(self.model.config, "tie_word_embeddings", False):
             state.pop("lm_head.weight", None)
         return state
+
+
+def _world_size() -> int:
+    dist = torch.distributed
+    return dist.get_world_size() if dist.is_available() and dist.is_initialized() else 1
 
 
 class PPOLearner(GRPOLearner):
@@ -224,6 +268,9 @@ class PPOLearner(GRPOLearner):
     def step(self, rollouts: Sequence[Rollout], correct: Optional[Sequence[bool]] = None) -> Dict[str, float]:
         if not rollouts:
             raise ValueError("no rollouts")
+        if _world_size() > 1:
+            raise NotImplementedError("PPOLearner runs in one process (its advantage whitening is per batch); "
+                                      "data-parallel learners are GRPO / Dr. GRPO / RLOO")
         rollouts = list(rollouts)
         rewards = torch.tensor([float(r.reward) for r in rollouts])
         metrics: Dict[str, float] = {"reward_mean": float(rewards.mean()),
