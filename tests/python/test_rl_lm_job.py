@@ -77,6 +77,7 @@ def _lines(path):
     ({"data__prompt": "question"}, "has no column 'question'"),
     ({"model__max_position_embeddings": 8}, "does not fit the context"),
     ({"rollout__groupsize": 4}, "[rollout] groupsize: unknown key"),
+    ({"learner__algorithm": "ppo", "learner__world_size": 2}, "data-parallel learners run GRPO"),
     ({"reward__verifier": "python", "reward__function": "no_such_module_xyz:score"}, "No module named"),
 ])
 def test_bad_configs_are_refused_before_anything_starts(tmp_path, arith, over, message, capsys):
@@ -194,6 +195,31 @@ def test_async_partial_rollouts_bound_staleness(tmp_path, arith):
     dropped = res["counters"].get("groups_stale_dropped", 0)
     assert all(k <= 1 for k in lags) or dropped > 0, (lags, dropped)
     assert res["accuracy_end"] >= res["accuracy_start"], res
+
+
+def test_data_parallel_learners_in_the_job(tmp_path, arith):
+    cfg = _config(tmp_path / "dp.toml", arith, learner__world_size=2, run__max_updates=6, run__eval_interval=3,
+                  sft__steps=200)
+    run = tmp_path / "run"
+    r = _run(cfg, run)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "data-parallel learners: 2 ranks (gloo)" in r.stdout
+    res = json.loads((run / "result.json").read_text())
+    assert res["updates"] == 6
+    assert any(m.get("updated") for m in _lines(run / "metrics.jsonl"))
+
+
+def test_ppo_and_rloo_jobs_run(tmp_path, arith):
+    for algorithm in ("ppo", "rloo"):
+        cfg = _config(tmp_path / f"{algorithm}.toml", arith, learner__algorithm=algorithm, run__max_updates=4,
+                      run__eval_interval=2, sft__steps=100)
+        run = tmp_path / algorithm
+        r = _run(cfg, run)
+        assert r.returncode == 0, r.stdout + r.stderr
+        metrics = _lines(run / "metrics.jsonl")
+        assert len(metrics) == 4
+        if algorithm == "ppo":
+            assert all("value_loss" in m for m in metrics)
 
 
 def test_deterministic_sync_runs_repeat_exactly(tmp_path, arith):

@@ -109,6 +109,7 @@ SCHEMA: Dict[str, Dict[str, Tuple[type, Any, Optional[Callable[[Any], Optional[s
         "drop_uninformative": (bool, True, _ANY),
         "tis_cap": (float, 0.0, _ANY),
         "weight_decay": (float, 0.0, _range(0)),
+        "world_size": (int, 1, _range(1, 64)),
         # PPO only
         "value_coef": (float, 0.5, _range(0)),
         "gamma": (float, 1.0, _range(0, 1)),
@@ -164,6 +165,8 @@ def _cross_checks(c: Dict[str, Dict[str, Any]], source: str) -> None:
     if lr["clip_high"] < lr["clip_low"] * 0.5 or lr["clip_high"] >= 10:
         fail("learner", "clip_high", f"a clip range [1 - {lr['clip_low']}, 1 + {lr['clip_high']}] that makes no "
              "sense: clip_high is at least clip_low / 2 (DAPO's clip-higher sets it above clip_low) and below 10")
+    if lr["world_size"] > 1 and lr["algorithm"] == "ppo":
+        fail("learner", "world_size", "data-parallel learners run GRPO, Dr. GRPO or RLOO (PPO whitens per batch)")
     if lr["tis_cap"] and lr["tis_cap"] < 1:
         fail("learner", "tis_cap", "must be 0 (off) or >= 1")
     for key in ("train", "test"):

@@ -230,11 +230,7 @@ class Job:
             self.model_config = llm.LlamaConfig.load(os.path.join(m["checkpoint"], "config.json"))
         else:
             self.tok = CharTokenizer()
-            self.model_config = llm.LlamaConfig(
-                vocab_size=self.tok.vocab_size, hidden_size=m["hidden_size"], intermediate_size=m["intermediate_size"],
-                num_hidden_layers=m["layers"], num_attention_heads=m["heads"], num_key_value_heads=m["kv_heads"],
-                max_position_embeddings=m["max_position_embeddings"], bos_token_id=1, eos_token_id=2,
-                tie_word_embeddings=True).validate()
+            self.model_config = self._new_config()
         self.eos = self.tok.eos_token_id
         # Held-out problems: read once, every prompt checked against the context.
         test = read_column(d["test"], [d["prompt"], d["answer"]], d["eval_size"])
@@ -359,18 +355,21 @@ class Job:
         return True
 
     # ------------------------------------------------------------- model
-    def build(self) -> None:
+    def setup_model_only(self) -> None:
+        """The model (from the checkpoint, or new), the value head (PPO) and
+        the optimizer; no data, engine or rewards (data-parallel helpers)."""
         import torch
 
         from ... import llm
-        from .learner import GRPOLearner
+        from .chars import CharTokenizer
         c = self.cfg
         torch.manual_seed(c["run"]["seed"])
         random.seed(c["run"]["seed"])
         if c["model"]["checkpoint"]:
             self.model = llm.load(c["model"]["checkpoint"])
         else:
-            self.model = llm.Transformer(self.model_config)
+            self.tok = CharTokenizer()
+            self.model = llm.Transformer(self.model_config if hasattr(self, "model_config") else self._new_config())
             # Hugging Face's Llama initialisation: N(0, initializer_range) for
             # every matrix and the embedding (tied to the output here).
             with torch.no_grad():
@@ -388,9 +387,20 @@ class Job:
             groups.append({"params": list(self.value_head.parameters()), "lr": lc["value_lr"] or lc["lr"] * 10})
         self.optimizer = torch.optim.AdamW(groups, lr=lc["lr"], weight_decay=lc["weight_decay"])
         self.version = 0
-        resumed = self.restore()
-        if not resumed and c["sft"]["steps"]:
-            self.sft()
+
+    def _new_config(self):
+        from ... import llm
+        m = self.cfg["model"]
+        return llm.LlamaConfig(
+            vocab_size=self.tok.vocab_size, hidden_size=m["hidden_size"], intermediate_size=m["intermediate_size"],
+            num_hidden_layers=m["layers"], num_attention_heads=m["heads"], num_key_value_heads=m["kv_heads"],
+            max_position_embeddings=m["max_position_embeddings"], bos_token_id=1, eos_token_id=2,
+            tie_word_embeddings=True).validate()
+
+    def make_learner(self, resumed: bool) -> None:
+        from ... import llm
+        from .learner import GRPOLearner, PPOLearner
+        c, lc = self.cfg, self.cfg["learner"]
         ref = None
         if lc["kl_coef"]:
             # The reference is the policy the RL phase started from: the warm
@@ -401,7 +411,6 @@ class Job:
         common = dict(clip_low=lc["clip_low"], clip_high=lc["clip_high"], token_budget=lc["token_budget"],
                       max_grad_norm=lc["max_grad_norm"])
         if self.value_head is not None:
-            from .learner import PPOLearner
             self.learner = PPOLearner(self.model, self.optimizer, self.value_head, c["rollout"]["group_size"],
                                       gamma=lc["gamma"], lam=lc["gae_lambda"], value_coef=lc["value_coef"],
                                       value_clip=lc["value_clip"] or None, epochs=lc["ppo_epochs"], **common)
@@ -411,6 +420,15 @@ class Job:
                 aggregation=lc["aggregation"] or None, sequence_ratio=lc["sequence_ratio"],
                 drop_uninformative=lc["drop_uninformative"], ref_model=ref, kl_coef=lc["kl_coef"],
                 kl_estimator=lc["kl_estimator"], tis_cap=lc["tis_cap"] or None, **common)
+
+    def build(self) -> bool:
+        from ... import llm
+        c = self.cfg
+        self.setup_model_only()
+        resumed = self.restore()
+        if not resumed and c["sft"]["steps"]:
+            self.sft()
+        self.make_learner(resumed)
         if not resumed:
             # The optimizer of the RL phase starts fresh after the warm start.
             self.optimizer.state.clear()
@@ -564,12 +582,52 @@ class Job:
         metrics: Dict[str, Any] = {}
         if rollouts:
             # Answers cut at max_new_tokens without EOS: train on the tokens there are.
-            metrics = self.learner.step(rollouts, correct=correct if any(correct) else None)
+            metrics = self.learner_step(rollouts, correct if any(correct) else None)
         self.prompts.done(items)
         self.counters["groups_dropped_uniform"] += int(metrics.get("groups_dropped", 0))
         metrics.update(extra)
         metrics["groups_stale_dropped"] = dropped
         return metrics
+
+    # ---------------------------------------------------- data parallel
+    def start_data_parallel(self) -> None:
+        """``[learner] world_size = N``: N - 1 helper processes join this one
+        under torch.distributed (gloo); each update's groups are split
+        between the ranks and the gradients summed (GRPOLearner), so the
+        step is the one a single learner takes on the whole batch."""
+        import torch
+        import torch.distributed as dist
+        self.world = self.cfg["learner"]["world_size"]
+        self.helpers: List[subprocess.Popen] = []
+        if self.world == 1:
+            return
+        init = os.path.join(self.run_dir, f"dist-init-{os.getpid()}-{time.monotonic_ns()}")
+        for rank in range(1, self.world):
+            self.helpers.append(subprocess.Popen(
+                [sys.executable, "-m", "flywheel.rl.lm.job", self.config_path, "--run-dir", self.run_dir,
+                 "--learner-rank", str(rank), "--dist-init", init, "--child"]))
+        dist.init_process_group("gloo", init_method="file://" + init, rank=0, world_size=self.world)
+        # Every rank starts from this one's weights and optimizer state.
+        dist.broadcast_object_list([{"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict()}],
+                                   src=0)
+        _log(f"data-parallel learners: {self.world} ranks (gloo)")
+
+    def learner_step(self, rollouts, correct):
+        if getattr(self, "world", 1) == 1:
+            return self.learner.step(rollouts, correct=correct)
+        import torch.distributed as dist
+        dist.broadcast_object_list([(rollouts, correct)], src=0)
+        mine, flags = _shard(rollouts, correct, self.cfg["rollout"]["group_size"], 0, self.world)
+        return self.learner.step(mine, correct=flags)
+
+    def stop_data_parallel(self) -> None:
+        if getattr(self, "world", 1) == 1:
+            return
+        import torch.distributed as dist
+        dist.broadcast_object_list([None], src=0)
+        for h in self.helpers:
+            h.wait(timeout=60)
+        dist.destroy_process_group()
 
     def publish(self) -> float:
         t0 = time.monotonic()
@@ -604,10 +662,12 @@ class Job:
                 _log(f"held-out greedy accuracy at the start: {ev['accuracy']:.3f} on {ev['n']} problems")
             if not resumed:
                 self.save()
+            self.start_data_parallel()
             handler = lambda *_: self._stop.set()  # noqa: E731
             signal.signal(signal.SIGTERM, handler)
             signal.signal(signal.SIGINT, handler)
             reason = self.loop_async() if c["run"]["mode"] == "async" else self.loop_sync()
+            self.stop_data_parallel()
             ev = self.evaluate() if self.last_eval is None or self.last_eval["update"] != self.update else self.last_eval
             self.save()
             self.finish(reason, ev)
@@ -793,6 +853,43 @@ class Job:
         self.pool.close()
 
 
+def _shard(rollouts, correct, group_size: int, rank: int, world: int):
+    """Rank ``rank``'s share of whole groups (contiguous, sizes within one)."""
+    n = len(rollouts) // group_size
+    lo, hi = rank * n // world * group_size, (rank + 1) * n // world * group_size
+    return rollouts[lo:hi], (correct[lo:hi] if correct is not None else None)
+
+
+def learner_helper(cfg: Dict[str, Dict[str, Any]], config_path: str, run_dir: str, rank: int, init: str) -> int:
+    """Rank ``rank`` > 0 of a data-parallel learner: the model and optimizer
+    of rank 0, then one GRPO step on its share of each update's groups."""
+    import torch
+    import torch.distributed as dist
+
+    from .reward_pool import _die_with_parent
+    _die_with_parent(os.getppid())
+    job = Job(cfg, run_dir)
+    job.config_path = config_path
+    torch.set_num_threads(cfg["run"]["threads"])
+    job.setup_model_only()
+    dist.init_process_group("gloo", init_method="file://" + init, rank=rank, world_size=cfg["learner"]["world_size"])
+    box = [None]
+    dist.broadcast_object_list(box, src=0)
+    job.model.load_state_dict(box[0]["model"])
+    job.optimizer.load_state_dict(box[0]["optimizer"])
+    job.make_learner(resumed=True)
+    while True:
+        box = [None]
+        dist.broadcast_object_list(box, src=0)
+        if box[0] is None:
+            break
+        rollouts, correct = box[0]
+        mine, flags = _shard(rollouts, correct, cfg["rollout"]["group_size"], rank, cfg["learner"]["world_size"])
+        job.learner.step(mine, correct=flags)
+    dist.destroy_process_group()
+    return 0
+
+
 # -------------------------------------------------------------- supervisor
 def supervise(argv: List[str], run_dir: str, max_restarts: int = 5) -> int:
     """Runs the job as a child process, restarting it (it resumes from its
@@ -842,6 +939,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     ap.add_argument("--max-updates", type=int, default=0, help="override [run] max_updates")
     ap.add_argument("--fresh", action="store_true", help="delete the run directory first (default: resume)")
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--learner-rank", type=int, default=0, help=argparse.SUPPRESS)
+    ap.add_argument("--dist-init", default="", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     try:
         cfg = lmconfig.load(args.config)
@@ -874,7 +973,10 @@ def main(argv: Optional[List[str]] = None) -> int:
         fwd = [args.config, "--run-dir", run_dir] + (["--deterministic"] if args.deterministic else []) + \
               (["--max-updates", str(args.max_updates)] if args.max_updates else [])
         return supervise(fwd, run_dir)
+    if args.learner_rank:
+        return learner_helper(cfg, args.config, run_dir, args.learner_rank, args.dist_init)
     job = Job(cfg, run_dir, args.deterministic)
+    job.config_path = args.config
     try:
         return job.run()
     except lmconfig.ConfigError as e:
