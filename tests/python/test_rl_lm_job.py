@@ -264,3 +264,68 @@ def test_task_command_refuses_to_overwrite_and_explains_itself(tmp_path, arith):
     assert r.returncode == 0 and "--operators" in r.stdout
     r = _cli("task", "make", "arith", str(tmp_path / "x"), "--train", "100000", "--test", "5", "--digits", "1")
     assert r.returncode == 2 and "use more digits" in r.stderr
+
+
+def test_calculator_environment_answers_between_turns():
+    from flywheel.rl.lm import textenv
+    env = textenv.make("calculator", max_calls=1)
+    env.reset("12 + 37 * 4 = ", 160)
+    assert env.step("37*4=") == ("148 ", False)
+    assert env.step("37*4=148 160=") == (None, True)  # one call per episode
+    env.reset("1 - 2 = ", -1)
+    assert env.step("1 - 2 =") == ("-1 ", False)
+    assert env.step("12") == (None, True)
+    with pytest.raises(ValueError, match="unknown text environment"):
+        textenv.make("shell")
+
+
+def test_multi_turn_episodes_store_a_loss_mask_and_only_policy_tokens_get_loss(tmp_path, arith):
+    cfg = _config(tmp_path / "tool.toml", arith, rollout__tool="calculator", rollout__max_turns=2,
+                  rollout__max_new_tokens=16, model__max_position_embeddings=32, run__max_updates=3,
+                  run__eval_interval=3, run__log_rollouts=10000, sft__steps=150)
+    run = tmp_path / "run"
+    r = _run(cfg, run)
+    assert r.returncode == 0, r.stdout + r.stderr
+    rollouts = _lines(run / "rollouts.jsonl")
+    assert len(rollouts) == 3 * 16 * 8
+    calls = [t for t in rollouts if not all(t["loss_mask"])]
+    assert calls, "no trajectory called the calculator"
+    from flywheel.rl.lm.chars import CharTokenizer
+    from flywheel.rl.lm.textenv import _EXPR
+    tok = CharTokenizer()
+    for t in calls:
+        mask, toks = t["loss_mask"], t["tokens"]
+        assert len(mask) == len(toks) == len(t["logprobs"]) == len(t["versions"])
+        first = mask.index(False)
+        last = len(mask) - 1 - mask[::-1].index(False)
+        assert all(not m for m in mask[first:last + 1])       # one reply, contiguous
+        assert tok.decode(toks[:first]).endswith("=")         # after the policy asked
+        reply = tok.decode(toks[first:last + 1])
+        a, op, b = _EXPR.search(tok.decode(toks[:first])).groups()
+        assert reply.endswith(" ") and int(reply) == {"+": int(a) + int(b), "-": int(a) - int(b),
+                                                      "*": int(a) * int(b)}[op]
+        assert all(lp == 0.0 for lp in t["logprobs"][first:last + 1])
+    assert sum(m.get("tool_calls", 0) for m in _lines(run / "metrics.jsonl")) == len(calls)
+    # The warm start on worked examples taught the policy to call the tool.
+    assert len(calls) > len(rollouts) // 2, len(calls)
+
+
+def test_masked_tokens_get_no_loss():
+    """The learner's loss and gradient do not depend on masked tokens'
+    behaviour log-probs (the environment's tokens)."""
+    import torch
+    from flywheel import llm
+    from flywheel.rl.lm.learner import GRPOLearner, Rollout
+    cfg = llm.LlamaConfig(vocab_size=20, hidden_size=16, intermediate_size=32, num_hidden_layers=1,
+                          num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=32)
+    grads = []
+    for env_logp in (0.0, -7.0):
+        torch.manual_seed(0)
+        model = llm.Transformer(cfg)
+        learner = GRPOLearner(model, torch.optim.SGD(model.parameters(), lr=0.0), group_size=2)
+        rolls = [Rollout(prompt=[1, 5, 6], response=[7, 8, 9, 10], behaviour_logprobs=[-1.0, env_logp, env_logp, -2.0],
+                         reward=float(k), group=0, loss_mask=[True, False, False, True]) for k in range(2)]
+        m = learner.step(rolls)
+        grads.append((m["loss"], [p.grad.clone() for p in model.parameters()]))
+    assert grads[0][0] == grads[1][0]
+    assert all(torch.equal(a, b) for a, b in zip(grads[0][1], grads[1][1]))

@@ -49,6 +49,7 @@ SCHEMA: Dict[str, Dict[str, Tuple[type, Any, Optional[Callable[[Any], Optional[s
         "partial_rollouts": (bool, True, _ANY),
         "catalog": (str, "", _ANY),
         "threads": (int, 0, _range(0)),
+        "log_rollouts": (int, 0, _range(0)),
     },
     "data": {
         "train": (str, "", _ANY),
@@ -83,6 +84,8 @@ SCHEMA: Dict[str, Dict[str, Tuple[type, Any, Optional[Callable[[Any], Optional[s
         "max_new_tokens": (int, 8, _range(1)),
         "temperature": (float, 1.0, _range(0, lo_open=True)),
         "top_p": (float, 1.0, _range(0, 1, lo_open=True)),
+        "tool": (str, "", _one_of("", "calculator")),
+        "max_turns": (int, 2, _range(1, 16)),
     },
     "reward": {
         "verifier": (str, "numeric", _one_of("numeric", "format", "numeric+format", "python")),
@@ -167,6 +170,8 @@ def _cross_checks(c: Dict[str, Dict[str, Any]], source: str) -> None:
              "sense: clip_high is at least clip_low / 2 (DAPO's clip-higher sets it above clip_low) and below 10")
     if lr["world_size"] > 1 and lr["algorithm"] == "ppo":
         fail("learner", "world_size", "data-parallel learners run GRPO, Dr. GRPO or RLOO (PPO whitens per batch)")
+    if c["rollout"]["tool"] and c["run"]["mode"] != "sync":
+        fail("rollout", "tool", "multi-turn episodes run in mode = \"sync\"")
     if lr["tis_cap"] and lr["tis_cap"] < 1:
         fail("learner", "tis_cap", "must be 0 (off) or >= 1")
     for key in ("train", "test"):

@@ -234,7 +234,8 @@ class Job:
         self.eos = self.tok.eos_token_id
         # Held-out problems: read once, every prompt checked against the context.
         test = read_column(d["test"], [d["prompt"], d["answer"]], d["eval_size"])
-        self.test_prompts = [self.encode(p) for p in test[d["prompt"]]]
+        self.test_texts = list(test[d["prompt"]])
+        self.test_prompts = [self.encode(p) for p in self.test_texts]
         self.test_answers = test[d["answer"]]
         if not self.test_prompts:
             raise lmconfig.ConfigError(f"[data] test = {d['test']!r}: the table is empty")
@@ -469,6 +470,17 @@ class Job:
                 p = p.decode() if isinstance(p, bytes) else str(p)
                 a = a.item() if hasattr(a, "item") else a
                 prompt = self.encode(p)
+                if self.cfg["rollout"]["tool"] == "calculator":
+                    # A worked example with the tool: the policy writes the
+                    # expression and "=", the calculator's reply (no loss),
+                    # then the answer.
+                    call = self.tok.encode(p.replace(" ", "").rstrip("=") + "=")
+                    reply = self.tok.encode(f"{a} ")
+                    final = self.tok.encode(str(a)) + [self.eos]
+                    seqs.append(prompt + call + reply + final)
+                    masks.append([False] * len(prompt) + [True] * len(call) + [False] * len(reply)
+                                 + [True] * len(final))
+                    continue
                 target = self.tok.encode(str(a)) + [self.eos]
                 seqs.append(prompt + target)
                 masks.append([False] * len(prompt) + [True] * len(target))
@@ -503,12 +515,71 @@ class Job:
 
     def generate_sync(self, items) -> List[List[Dict[str, Any]]]:
         g = self.cfg["rollout"]["group_size"]
-        prompts = [self.encode(p) for _, _, p, _ in items]
         seed = (self.cfg["run"]["seed"] * 1_000_003 + self.update * 7919) % (1 << 62)
+        if self.cfg["rollout"]["tool"]:
+            out = self.generate_turns([p for _, _, p, _ in items], [a for _, _, _, a in items], g, seed,
+                                      self.cfg["rollout"]["temperature"])
+            return [out[k * g:(k + 1) * g] for k in range(len(items))]
+        prompts = [self.encode(p) for _, _, p, _ in items]
         out = self.engine.generate(prompts, n=g, seed=seed, **self._sample_params())
-        for o in out:
-            o.setdefault("prompt_ids", None)
         return [[dict(o, prompt_ids=prompts[k]) for o in out[k * g:(k + 1) * g]] for k in range(len(items))]
+
+    def generate_turns(self, texts: Sequence[str], answers: Sequence[Any], n: int, seed: int,
+                       temperature: float) -> List[Dict[str, Any]]:
+        """Multi-turn episodes with the text environment: the policy writes
+        until EOS or the environment's stop text; the environment's reply is
+        appended (loss mask 0, behaviour log-prob 0) and the policy goes on,
+        up to ``max_turns`` turns and ``max_new_tokens`` tokens in all."""
+        from . import textenv
+        r = self.cfg["rollout"]
+        mnt = r["max_new_tokens"]
+        stop = self.tok.encode(textenv.ENVS[r["tool"]].stop)
+        if len(stop) != 1:
+            raise lmconfig.ConfigError(f"[rollout] tool = {r['tool']!r}: its stop text is not one token")
+        params = dict(temperature=temperature, top_p=r["top_p"] if temperature > 0 else 1.0,
+                      stop_ids=[self.eos, stop[0]])
+        prompts = [self.encode(p) for p in texts]
+        first = self.engine.generate(prompts, n=n, seed=seed, max_new_tokens=mnt, **params)
+        samples = []
+        for i, o in enumerate(first):
+            k = i // n
+            env = textenv.make(r["tool"])
+            env.reset(texts[k], answers[k])
+            samples.append({"prompt_ids": prompts[k], "tokens": list(o["tokens"]), "logprobs": list(o["logprobs"]),
+                            "versions": list(o["versions"]), "loss_mask": [True] * len(o["tokens"]),
+                            "finish_reason": o["finish_reason"], "tool_calls": 0, "_env": env, "_done": False})
+        for turn in range(1, r["max_turns"]):
+            cont = []
+            for s in samples:
+                if s["_done"] or not s["tokens"] or s["tokens"][-1] != stop[0]:
+                    s["_done"] = True
+                    continue
+                reply, done = s["_env"].step(self.tok.decode(s["tokens"], skip_special_tokens=True))
+                ids = self.tok.encode(reply) if reply else []
+                if done or not ids or len(s["tokens"]) + len(ids) >= mnt:
+                    s["_done"] = True
+                    continue
+                s["tokens"] += ids
+                s["logprobs"] += [0.0] * len(ids)
+                s["versions"] += [self.version] * len(ids)
+                s["loss_mask"] += [False] * len(ids)
+                s["tool_calls"] += 1
+                cont.append(s)
+            by_room: Dict[int, List[Dict[str, Any]]] = {}
+            for s in cont:
+                by_room.setdefault(mnt - len(s["tokens"]), []).append(s)
+            for room, group in sorted(by_room.items()):
+                out = self.engine.generate([s["prompt_ids"] + s["tokens"] for s in group], n=1,
+                                           seed=seed + 104729 * turn + room, max_new_tokens=room, **params)
+                for s, o in zip(group, out):
+                    s["tokens"] += o["tokens"]
+                    s["logprobs"] += o["logprobs"]
+                    s["versions"] += o["versions"]
+                    s["loss_mask"] += [True] * len(o["tokens"])
+                    s["finish_reason"] = o["finish_reason"]
+        for s in samples:
+            del s["_env"], s["_done"]
+        return samples
 
     def score(self, items, groups) -> Tuple[List[float], Dict[str, float]]:
         rc = self.cfg["reward"]
@@ -530,15 +601,32 @@ class Job:
             pen = overlong_penalty(torch.tensor(lengths, dtype=torch.float32), mnt, rc["overlong_buffer"])
             rewards = [r + float(p) for r, p in zip(rewards, pen)]
         clipped = [o["finish_reason"] == "length" for group in groups for o in group]
-        return rewards, {"response_len_mean": float(np.mean(lengths)), "response_len_max": float(max(lengths)),
-                         "clipped_frac": float(np.mean(clipped))}
+        extra = {"response_len_mean": float(np.mean(lengths)), "response_len_max": float(max(lengths)),
+                 "clipped_frac": float(np.mean(clipped))}
+        if self.cfg["rollout"]["tool"]:
+            extra["tool_calls"] = sum(o.get("tool_calls", 0) for group in groups for o in group)
+        n_log = self.cfg["run"]["log_rollouts"]
+        if n_log:
+            # A sample of the update's trajectories as trained: ids, the loss
+            # mask (0 on the environment's tokens), versions, text, reward.
+            with open(os.path.join(self.run_dir, "rollouts.jsonl"), "a") as f:
+                flat = [o for group in groups for o in group]
+                for o, text, r in list(zip(flat, texts, rewards))[:n_log]:
+                    f.write(json.dumps({"update": self.update + 1, "prompt_ids": o["prompt_ids"],
+                                        "tokens": o["tokens"], "loss_mask": o.get("loss_mask") or
+                                        [True] * len(o["tokens"]), "versions": o["versions"],
+                                        "logprobs": o["logprobs"], "text": text, "reward": r}) + "\n")
+        return rewards, extra
 
     def evaluate(self) -> Dict[str, Any]:
         """Greedy accuracy on the held-out split with the engine's current weights."""
         from .rewards import numeric_answer
         t0 = time.monotonic()
-        out = self.engine.generate(self.test_prompts, max_new_tokens=self.cfg["rollout"]["max_new_tokens"],
-                                   temperature=0.0, stop_ids=[self.eos])
+        if self.cfg["rollout"]["tool"]:
+            out = self.generate_turns(self.test_texts, self.test_answers, 1, 0, 0.0)
+        else:
+            out = self.engine.generate(self.test_prompts, max_new_tokens=self.cfg["rollout"]["max_new_tokens"],
+                                       temperature=0.0, stop_ids=[self.eos])
         texts = [self.decode(o["tokens"]) for o in out]
         correct = [numeric_answer(t, a) for t, a in zip(texts, self.test_answers)]
         rewards = self.pool.score(list(zip(texts, self.test_answers)))
@@ -574,7 +662,8 @@ class Job:
             kept_items.append(item)
             for o in group:
                 rollouts.append(Rollout(prompt=o["prompt_ids"], response=o["tokens"], behaviour_logprobs=o["logprobs"],
-                                        reward=rewards[k], group=gi, versions=o["versions"]))
+                                        reward=rewards[k], group=gi, versions=o["versions"],
+                                        loss_mask=o.get("loss_mask")))
                 correct.append(stale)
                 k += 1
         self.counters["groups_stale_dropped"] += dropped
