@@ -155,6 +155,17 @@ def test_kill_9_mid_run_resumes_and_no_prompt_repeats_or_is_skipped(tmp_path, ar
             if any(c.name >= "update-000020" and (c / "state.pt").exists() for c in ckpts):
                 break
             time.sleep(0.2)
+        # /metrics while it runs (Prometheus text, loopback).
+        import re
+        import urllib.request
+        url = re.search(r"metrics on (http://127\.0\.0\.1:\d+/metrics)", (run / "job.log").read_text()).group(1)
+        text = urllib.request.urlopen(url, timeout=10).read().decode()
+        for name in ("flywheel_lm_updates_total", "flywheel_lm_tokens_generated_total",
+                     'flywheel_lm_stage_seconds_total{stage="train"}', 'flywheel_lm_reward_failures_total{kind="timeout"}',
+                     'flywheel_lm_update{stat="reward_mean"}', "flywheel_lm_staleness_tokens"):
+            assert name in text, name
+        status = json.loads(urllib.request.urlopen(url.replace("/metrics", "/"), timeout=10).read())
+        assert status["update"] >= 20 and status["eval_curve"][0]["update"] == 0
         time.sleep(0.5)  # past the checkpoint: some updates are lost with the kill
         child = json.loads((run / "pids.json").read_text())["job"]
         os.kill(child, signal.SIGKILL)

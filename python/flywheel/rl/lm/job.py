@@ -157,6 +157,81 @@ def read_column(path: str, columns: Sequence[str], limit: Optional[int] = None) 
     return out
 
 
+# ----------------------------------------------------------------- metrics
+_GAUGES = ("reward_mean", "reward_std", "loss", "kl", "entropy", "clip_frac_low", "clip_frac_high", "ratio_mean",
+           "ratio_max", "mismatch_kl", "mismatch_ratio_max", "response_len_mean", "response_len_max", "clipped_frac",
+           "packing_efficiency", "grad_norm", "value_loss")
+
+
+def prometheus_text(job: "Job") -> str:
+    """The job's state in Prometheus text format (``/metrics``)."""
+    lines = []
+
+    def metric(name: str, kind: str, help_text: str, samples) -> None:
+        lines.append(f"# HELP flywheel_lm_{name} {help_text}")
+        lines.append(f"# TYPE flywheel_lm_{name} {kind}")
+        for labels, value in samples:
+            lab = "{" + ",".join(f'{k}="{v}"' for k, v in labels.items()) + "}" if labels else ""
+            lines.append(f"flywheel_lm_{name}{lab} {float(value):.6g}")
+
+    c = job.counters
+    metric("updates_total", "counter", "Learner updates", [({}, job.update)])
+    metric("version", "gauge", "Weight version in the engine", [({}, getattr(job, "version", 0))])
+    metric("tokens_generated_total", "counter", "Response tokens generated", [({}, c["tokens_generated"])])
+    metric("tokens_trained_total", "counter", "Response tokens in updates", [({}, c["tokens_trained"])])
+    metric("stage_seconds_total", "counter", "Wall time by stage", [({"stage": k}, v) for k, v in job.times.items()
+                                                                   if k in STAGES])
+    metric("reward_failures_total", "counter", "Verifier failures by kind",
+           [({"kind": k}, c[f"reward_failures_{k}"]) for k in ("raised", "timeout", "died")])
+    metric("groups_total", "counter", "Groups left out of updates, by reason",
+           [({"reason": r}, c[f"groups_{r}"]) for r in ("dropped_uniform", "stale_dropped", "stale_corrected")])
+    metric("resumes_total", "counter", "Resumes from a checkpoint", [({}, c["resumes"])])
+    metric("staleness_tokens", "gauge", "Trained tokens by staleness (learner version - token version)",
+           [({"lag": str(k)}, v) for k, v in sorted(job.staleness.items())])
+    last = getattr(job, "last_metrics", {}) or {}
+    metric("update", "gauge", "The latest update's statistics",
+           [({"stat": k}, last[k]) for k in _GAUGES if isinstance(last.get(k), (int, float))])
+    if job.last_eval is not None:
+        metric("eval_accuracy", "gauge", "Held-out greedy accuracy (latest evaluation)",
+               [({}, job.last_eval["accuracy"])])
+    return "\n".join(lines) + "\n"
+
+
+def serve_metrics(job: "Job", port: int):
+    """``/metrics`` (Prometheus) and ``/`` (the latest update and the held-out
+    curve as JSON) on 127.0.0.1, in a daemon thread; returns the server."""
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802 (http.server's name)
+            if self.path == "/metrics":
+                body, kind = prometheus_text(job).encode(), "text/plain; version=0.0.4"
+            elif self.path in ("/", "/status"):
+                curve = []
+                path = os.path.join(job.run_dir, "eval.jsonl")
+                if os.path.exists(path):
+                    with open(path) as f:
+                        curve = [{k: e[k] for k in ("update", "accuracy", "elapsed_s")} for e in map(json.loads, f)]
+                body = json.dumps({"update": job.update, "last": getattr(job, "last_metrics", {}),
+                                   "eval_curve": curve, "times": job.times}, default=str).encode()
+                kind = "application/json"
+            else:
+                self.send_error(404)
+                return
+            self.send_response(200)
+            self.send_header("Content-Type", kind)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
+    threading.Thread(target=server.serve_forever, name="flywheel-metrics", daemon=True).start()
+    return server
+
+
 # ------------------------------------------------------------------ reward
 def _make_verifier(rc: Dict[str, Any]):
     """fn(response_text, answer) -> float for the reward pool (module-level
@@ -745,6 +820,9 @@ class Job:
             if self._catalog_run is not None:
                 crun.add_input(c["data"]["test"], {"role": "evaluation only"})
             resumed = self.build()
+            if c["run"]["metrics_port"] >= 0:
+                srv = serve_metrics(self, c["run"]["metrics_port"])
+                _log(f"metrics on http://127.0.0.1:{srv.server_address[1]}/metrics")
             self.elapsed_before = self.times.get("elapsed_s", 0.0)
             if self.first_eval is None:
                 ev = self.evaluate()
@@ -782,6 +860,7 @@ class Job:
             ev = self.evaluate()
             metrics["eval_accuracy"] = ev["accuracy"]
         self.log(metrics, tokens_generated, wall)
+        self.last_metrics = metrics
         if self.update % c["checkpoint_interval"] == 0:
             self.save()
         now = time.monotonic()
