@@ -340,3 +340,22 @@ def test_masked_tokens_get_no_loss():
         grads.append((m["loss"], [p.grad.clone() for p in model.parameters()]))
     assert grads[0][0] == grads[1][0]
     assert all(torch.equal(a, b) for a, b in zip(grads[0][1], grads[1][1]))
+
+
+def test_flywheel_lineage_shows_the_prompts_behind_a_checkpoint(tmp_path, arith):
+    cat = tmp_path / "catalog"
+    cfg = _config(tmp_path / "lin.toml", arith, run__max_updates=4, run__checkpoint_interval=2,
+                  run__eval_interval=4, run__catalog=str(cat), sft__steps=10)
+    run = tmp_path / "run"
+    r = _run(cfg, run)
+    assert r.returncode == 0, r.stdout + r.stderr
+    ckpt = run / "checkpoints" / "update-000004" / "model" / "model.safetensors"
+    out = _cli("--catalog", str(cat), "lineage", "samples", str(ckpt), "--json", timeout=60)
+    assert out.returncode == 0, out.stderr
+    sources = json.loads(out.stdout)[0]["sources"]
+    # Only the training table trained it (the warm start's loader and the
+    # prompts' loader); the held-out table is not among the sources.
+    assert {s["dataset"] for s in sources} == {"external/train"}
+    assert all(s["detail"]["state"]["tables"][0]["uri"].endswith("/t/train") for s in sources)
+    consumed = sorted(s["detail"]["state"]["consumed"] for s in sources)
+    assert consumed == [4 * 16, 10 * 64]  # 4 updates of 16 prompts; 10 warm-start steps of 64

@@ -814,11 +814,14 @@ class Job:
         self.start = time.monotonic()
         self.elapsed_before = 0.0
         from ... import catalog as _catalog
-        cat = _catalog.Catalog(c["run"]["catalog"]) if c["run"]["catalog"] else _catalog.default_catalog()
+        if c["run"]["catalog"]:
+            _catalog.use(c["run"]["catalog"])  # this process's catalog: the Loader's lineage goes there too
+        cat = _catalog.default_catalog()
         with _catalog.run(f"flywheel run {c['run']['name']}", params={"config": c}, catalog=cat) as crun:
             self._catalog_run = crun if crun.id is not None else None
             if self._catalog_run is not None:
-                crun.add_input(c["data"]["test"], {"role": "evaluation only"})
+                import flywheel
+                crun.add_input(flywheel.Table.open(c["data"]["test"]), {"role": "evaluation only"})
             resumed = self.build()
             if c["run"]["metrics_port"] >= 0:
                 srv = serve_metrics(self, c["run"]["metrics_port"])
