@@ -485,7 +485,7 @@ class Job:
             ref = llm.load(os.path.join(self.checkpoints()[0], "model")) if resumed else copy.deepcopy(self.model)
             ref.eval()
         common = dict(clip_low=lc["clip_low"], clip_high=lc["clip_high"], token_budget=lc["token_budget"],
-                      max_grad_norm=lc["max_grad_norm"])
+                      max_grad_norm=lc["max_grad_norm"], temperature=c["rollout"]["temperature"])
         if self.value_head is not None:
             self.learner = PPOLearner(self.model, self.optimizer, self.value_head, c["rollout"]["group_size"],
                                       gamma=lc["gamma"], lam=lc["gae_lambda"], value_coef=lc["value_coef"],

@@ -47,7 +47,7 @@ class GRPOLearner:
                  aggregation: Optional[str] = None, sequence_ratio: bool = False, token_budget: int = 4096,
                  max_grad_norm: float = 1.0, drop_uninformative: bool = True,
                  ref_model: Optional[torch.nn.Module] = None, kl_coef: float = 0.0, kl_estimator: str = "k3",
-                 tis_cap: Optional[float] = None):
+                 tis_cap: Optional[float] = None, temperature: float = 1.0):
         if algorithm not in GRPOLearner.ALGORITHMS:
             raise ValueError(f"unknown algorithm {algorithm!r}; choose one of {', '.join(GRPOLearner.ALGORITHMS)}")
         if group_size < 2:
@@ -62,6 +62,11 @@ class GRPOLearner:
         if tis_cap is not None and tis_cap < 1:
             raise ValueError(f"tis_cap must be >= 1, got {tis_cap}")
         self.ref_model, self.kl_coef, self.kl_estimator, self.tis_cap = ref_model, kl_coef, kl_estimator, tis_cap
+        if not temperature > 0:
+            raise ValueError(f"temperature must be > 0, got {temperature}")
+        # The policy is softmax(logits / T), as the engine samples it (its
+        # behaviour log-probs are under the same T).
+        self.temperature = float(temperature)
         if ref_model is not None:
             ref_model.requires_grad_(False)
 
@@ -98,7 +103,7 @@ class GRPOLearner:
         rows_t, cols_t = torch.as_tensor(rows), torch.as_tensor(cols)
         at = (torch.as_tensor(out_b), torch.as_tensor(out_t))
         t = max(len(r.response) for r in rollouts)
-        picked = torch.log_softmax(logits[rows_t, cols_t].float(), dim=-1)
+        picked = torch.log_softmax(logits[rows_t, cols_t].float() / self.temperature, dim=-1)
         logp = torch.zeros(len(rollouts), t).index_put(at, picked.gather(1, torch.as_tensor(targets)[:, None])[:, 0])
         values = None
         if value_head is not None:
