@@ -390,3 +390,19 @@ def test_ppo_learner_with_a_value_head_raises_held_out_accuracy(tmp_path):
     print(f"PPO held-out accuracy {before:.2f} -> {after:.2f}; value loss {value_losses[0]:.3f} -> "
           f"{np.mean(value_losses[-5:]):.3f}")
     assert before <= 0.25 and after >= before + 0.5, (before, after)
+
+
+def test_learner_scores_tokens_at_the_engines_sampling_temperature(tmp_path):
+    from flywheel.rl.lm.learner import GRPOLearner, Rollout
+    cfg = llm.LlamaConfig(vocab_size=24, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                          num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=16)
+    torch.manual_seed(0)
+    model = llm.Transformer(cfg)
+    llm.save(model, str(tmp_path / "m"))
+    eng = llm.Engine(str(tmp_path / "m"))
+    out = eng.generate([[1, 5, 6]], max_new_tokens=4, temperature=0.7, n=4, seed=3, ignore_eos=True)
+    rolls = [Rollout(prompt=[1, 5, 6], response=o["tokens"], behaviour_logprobs=o["logprobs"], reward=float(i % 2),
+                     group=0) for i, o in enumerate(out)]
+    opt = torch.optim.SGD(model.parameters(), lr=0.0)
+    assert GRPOLearner(model, opt, 4, temperature=0.7).step(rolls)["mismatch_kl"] < 1e-8
+    assert GRPOLearner(model, opt, 4).step(rolls)["mismatch_kl"] > 1e-3  # scored at T = 1: not the same policy
