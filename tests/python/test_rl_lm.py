@@ -251,13 +251,10 @@ def test_grpo_loss_equals_trls_on_the_same_batch(trl_type, ours, level, beta, ep
     assert torch.allclose(g_mine, g_theirs, rtol=1e-5, atol=1e-7)
 
 
-def test_grpo_learner_with_the_engine_raises_held_out_accuracy(tmp_path):
-    """The whole loop in small: the engine samples groups, a verifier scores
-    them, the learner takes GRPO steps, new weights go back into the engine.
-    Task: prompt [1, c, a] -> answer token a + 1; c is noise, and held-out
-    prompts use values of c never trained on. Held-out greedy accuracy must
-    rise from chance to most prompts."""
-    from flywheel.rl.lm.learner import GRPOLearner, Rollout
+def _toy_task(tmp_path):
+    """A 2-layer model, its engine and the toy task: prompt [1, c, a] ->
+    answer token a + 1, c noise; held-out prompts use values of c never
+    trained on."""
     cfg = llm.LlamaConfig(vocab_size=24, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
                           num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=16,
                           bos_token_id=1, eos_token_id=2)
@@ -274,6 +271,17 @@ def test_grpo_learner_with_the_engine_raises_held_out_accuracy(tmp_path):
         out = eng.generate(prompts, max_new_tokens=1, temperature=0.0, ignore_eos=True)
         return sum(o["tokens"][0] == answers[p[2]] for p, o in zip(prompts, out)) / len(prompts)
 
+    return model, eng, answers, train, held_out, accuracy
+
+
+def test_grpo_learner_with_the_engine_raises_held_out_accuracy(tmp_path):
+    """The whole loop in small: the engine samples groups, a verifier scores
+    them, the learner takes GRPO steps, new weights go back into the engine.
+    Task: prompt [1, c, a] -> answer token a + 1; c is noise, and held-out
+    prompts use values of c never trained on. Held-out greedy accuracy must
+    rise from chance to most prompts."""
+    from flywheel.rl.lm.learner import GRPOLearner, Rollout
+    model, eng, answers, train, held_out, accuracy = _toy_task(tmp_path)
     before = accuracy(held_out)
     learner = GRPOLearner(model, torch.optim.Adam(model.parameters(), lr=3e-3), group_size=8)
     first = None
@@ -352,22 +360,8 @@ def test_ppo_learner_with_a_value_head_raises_held_out_accuracy(tmp_path):
     task of the GRPO test: held-out greedy accuracy rises and the value loss
     falls as the critic learns the reward."""
     from flywheel.rl.lm.learner import PPOLearner, Rollout
-    cfg = llm.LlamaConfig(vocab_size=24, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                          num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=16,
-                          bos_token_id=1, eos_token_id=2)
-    torch.manual_seed(0)
-    model = llm.Transformer(cfg)
-    ckpt = str(tmp_path / "init")
-    llm.save(model, ckpt)
-    eng = llm.Engine(ckpt, version=0)
-    answers = {a: a + 1 for a in range(3, 13)}
-    train = [[1, c, a] for c in range(13, 17) for a in answers]
-    held_out = [[1, c, a] for c in range(17, 21) for a in answers]
-
-    def accuracy(prompts):
-        out = eng.generate(prompts, max_new_tokens=1, temperature=0.0, ignore_eos=True)
-        return sum(o["tokens"][0] == answers[p[2]] for p, o in zip(prompts, out)) / len(prompts)
-
+    model, eng, answers, train, held_out, accuracy = _toy_task(tmp_path)
+    cfg = model.config
     before = accuracy(held_out)
     head = torch.nn.Linear(cfg.hidden_size, 1)
     opt = torch.optim.Adam([{"params": model.parameters()}, {"params": head.parameters(), "lr": 1e-2}], lr=3e-3)

@@ -165,13 +165,7 @@ class GRPOLearner:
             metrics.update(loss=0.0, updated=1.0, tokens=0.0)
             return metrics
         adv = self.advantages(rewards).float()
-        old = torch.zeros(b, t)
-        mask = torch.zeros(b, t)
-        for i, r in enumerate(keep):
-            n = len(r.response)
-            old[i, :n] = torch.as_tensor(list(r.behaviour_logprobs), dtype=torch.float32)
-            lm = r.loss_mask if r.loss_mask is not None else [True] * n
-            mask[i, :n] = torch.as_tensor(list(lm), dtype=torch.float32)
+        old, mask = _behaviour_and_mask(keep, t)
         self.model.train()
         logp, _ = self._forward(keep)
         metrics.update(losses.mismatch(old, logp.detach(), mask))
@@ -240,6 +234,18 @@ class GRPOLearner:
         return state
 
 
+def _behaviour_and_mask(rollouts: Sequence[Rollout], t: int) -> Tuple[torch.Tensor, torch.Tensor]:
+    """The engine's log-probs and the loss mask, (B, T), 0 past each response."""
+    old = torch.zeros(len(rollouts), t)
+    mask = torch.zeros(len(rollouts), t)
+    for i, r in enumerate(rollouts):
+        n = len(r.response)
+        old[i, :n] = torch.as_tensor(list(r.behaviour_logprobs), dtype=torch.float32)
+        mask[i, :n] = torch.as_tensor(list(r.loss_mask if r.loss_mask is not None else [True] * n),
+                                      dtype=torch.float32)
+    return old, mask
+
+
 def _world_size() -> int:
     dist = torch.distributed
     return dist.get_world_size() if dist.is_available() and dist.is_initialized() else 1
@@ -281,17 +287,11 @@ class PPOLearner(GRPOLearner):
         metrics: Dict[str, float] = {"reward_mean": float(rewards.mean()),
                                      "reward_std": float(rewards.std()) if len(rollouts) > 1 else 0.0}
         t = max(len(r.response) for r in rollouts)
-        b = len(rollouts)
-        old = torch.zeros(b, t)
-        mask = torch.zeros(b, t)
-        token_rewards = torch.zeros(b, t)
+        old, mask = _behaviour_and_mask(rollouts, t)
+        token_rewards = torch.zeros(len(rollouts), t)
         for i, r in enumerate(rollouts):
-            n = len(r.response)
-            old[i, :n] = torch.as_tensor(list(r.behaviour_logprobs), dtype=torch.float32)
-            lm = r.loss_mask if r.loss_mask is not None else [True] * n
-            mask[i, :n] = torch.as_tensor(list(lm), dtype=torch.float32)
-            token_rewards[i, n - 1] = float(r.reward)
-        params = [p for g in self.optimizer.param_groups for p in g["params"]]
+            token_rewards[i, len(r.response) - 1] = float(r.reward)
+        params = self._params()
         self.model.train()
         for epoch in range(self.epochs):
             logp, values = self._forward(rollouts, value_head=self.value_head)
