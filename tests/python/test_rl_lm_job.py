@@ -191,9 +191,11 @@ def test_kill_9_mid_run_resumes_and_no_prompt_repeats_or_is_skipped(tmp_path, ar
     assert metrics[-1]["update"] == 60
 
 
-def test_async_partial_rollouts_bound_staleness(tmp_path, arith):
+@pytest.mark.parametrize("partial", [True, False])
+def test_async_rollouts_bound_staleness(tmp_path, arith, partial):
     cfg = _config(tmp_path / "async.toml", arith, run__mode="async", run__max_staleness=1, run__stale="drop",
-                  run__max_updates=40, sft__steps=100, rollout__max_new_tokens=5)
+                  run__max_updates=40, sft__steps=100, rollout__max_new_tokens=5, run__partial_rollouts=partial,
+                  run__log_rollouts=10000)
     run = tmp_path / "run"
     r = _run(cfg, run)
     assert r.returncode == 0, r.stdout + r.stderr
@@ -206,6 +208,12 @@ def test_async_partial_rollouts_bound_staleness(tmp_path, arith):
     dropped = res["counters"].get("groups_stale_dropped", 0)
     assert all(k <= 1 for k in lags) or dropped > 0, (lags, dropped)
     assert res["accuracy_end"] >= res["accuracy_start"], res
+    mixed = [t for t in _lines(run / "rollouts.jsonl") if len(set(t["versions"])) > 1]
+    if partial:
+        assert mixed, "no answer saw new weights land mid-generation"
+        assert all(t["versions"] == sorted(t["versions"]) for t in mixed)
+    else:
+        assert not mixed  # the engine drains before new weights land
 
 
 def test_data_parallel_learners_in_the_job(tmp_path, arith):

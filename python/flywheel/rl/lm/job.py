@@ -904,7 +904,8 @@ class Job:
         """Generation in a thread (the engine releases the GIL), training here."""
         c = self.cfg
         ppu, g = c["rollout"]["prompts_per_update"], c["rollout"]["group_size"]
-        done_q: "queue.Queue" = queue.Queue(maxsize=2 * ppu)
+        lead = max(1, c["run"]["max_staleness"]) * ppu
+        done_q: "queue.Queue" = queue.Queue(maxsize=lead)
         self._weights = None
         pending_weights: Dict[str, Any] = {}
         gen_error: List[BaseException] = []
@@ -918,13 +919,19 @@ class Job:
                 while not self._stop.is_set():
                     with lock:
                         w = pending_weights.pop("w", None)
+                    held = False
                     if w is not None and (c["run"]["partial_rollouts"] or not requests):
                         self.engine.update_weights_from_arrays(*w)
                     elif w is not None:
+                        # Without partial rollouts the engine drains first:
+                        # no new prompts until the new weights are in.
+                        held = True
                         with lock:
                             pending_weights.setdefault("w", w)
-                    # Keep one update's worth of prompts in the engine beyond what waits in the queue.
-                    while len(requests) < ppu and done_q.qsize() + len(requests) < 2 * ppu:
+                    # Generation runs at most max_staleness updates ahead of
+                    # the learner (groups waiting + groups in the engine), so
+                    # that what it makes is not too old to train on.
+                    while not held and len(requests) < ppu and done_q.qsize() + len(requests) < lead:
                         item = self.prompts.take(1)[0]
                         ids = self.encode(item[2])
                         seed = (c["run"]["seed"] * 1_000_003 + n_submit * 7919) % (1 << 62)

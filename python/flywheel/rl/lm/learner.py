@@ -83,7 +83,11 @@ class GRPOLearner:
         pass per ``token_budget`` of tokens); with ``value_head`` also the
         value of each state a response token was chosen in, (B, T)."""
         seqs = [list(r.prompt) + list(r.response) for r in rollouts]
-        batch = packing.pack(seqs, [[True] * len(s) for s in seqs], self.token_budget)
+        # Attention within a packed row is a dense (L x L) masked product, so
+        # a row costs O(L^2): rows of at most twice the longest sequence keep
+        # that small when sequences are short (the budget still caps them).
+        budget = min(self.token_budget, 2 * max(len(s) for s in seqs))
+        batch = packing.pack(seqs, [[True] * len(s) for s in seqs], budget)
         self.last_packing_efficiency = batch.efficiency
         # The packer's positions restart at 0 in every sequence and are 0 on
         # padding (positions derived from segment ids would run on through it).
