@@ -107,8 +107,9 @@ def test_the_test_split_may_not_be_the_training_table(tmp_path, arith):
 def test_shrunk_grpo_run_raises_held_out_accuracy_and_records_lineage(tmp_path, arith):
     # The warm start leaves the model right on most problems but not all
     # (greedy); GRPO sharpens it within a few dozen updates.
+    cat = tmp_path / "catalog"
     cfg = _config(tmp_path / "grpo.toml", arith, run__max_updates=30, sft__steps=1000,
-                  rollout__prompts_per_update=32)
+                  rollout__prompts_per_update=32, run__catalog=str(cat))
     run = tmp_path / "run"
     r = _run(cfg, run)
     assert r.returncode == 0, r.stdout + r.stderr
@@ -136,6 +137,16 @@ def test_shrunk_grpo_run_raises_held_out_accuracy_and_records_lineage(tmp_path, 
     assert len(rows) == 30 * 32 and len(set(rows)) == len(rows)
     assert lin["test"]["role"] == "evaluation only"
     assert (ckpt / "model" / "config.json").exists() and (ckpt / "model" / "flywheel_chars.json").exists()
+    # flywheel lineage: only the training table trained the checkpoint (the
+    # warm start's loader and the prompts' loader), not the held-out table.
+    out = _cli("--catalog", str(cat), "lineage", "samples", str(ckpt / "model" / "model.safetensors"), "--json",
+               timeout=60)
+    assert out.returncode == 0, out.stderr
+    sources = json.loads(out.stdout)[0]["sources"]
+    assert {s["dataset"] for s in sources} == {"external/train"}
+    assert all(s["detail"]["state"]["tables"][0]["uri"].endswith("/t/train") for s in sources)
+    prompts = [s for s in sources if s["detail"]["state"]["seed"] == 1]  # the prompts' loader: [run] seed
+    assert len(prompts) == 1 and prompts[0]["detail"]["state"]["consumed"] == 30 * 32
     # A finished run is not started over by accident.
     again = _run(cfg, run, timeout=60)
     assert again.returncode == 2 and "finished run" in again.stderr
@@ -194,13 +205,13 @@ def test_kill_9_mid_run_resumes_and_no_prompt_repeats_or_is_skipped(tmp_path, ar
 @pytest.mark.parametrize("partial", [True, False])
 def test_async_rollouts_bound_staleness(tmp_path, arith, partial):
     cfg = _config(tmp_path / "async.toml", arith, run__mode="async", run__max_staleness=1, run__stale="drop",
-                  run__max_updates=40, sft__steps=100, rollout__max_new_tokens=5, run__partial_rollouts=partial,
+                  run__max_updates=25, sft__steps=100, rollout__max_new_tokens=5, run__partial_rollouts=partial,
                   run__log_rollouts=10000)
     run = tmp_path / "run"
     r = _run(cfg, run)
     assert r.returncode == 0, r.stdout + r.stderr
     res = json.loads((run / "result.json").read_text())
-    assert res["updates"] == 40
+    assert res["updates"] == 25
     lags = {int(k): v for k, v in res["staleness"].items()}
     # Generation ran ahead of training: some tokens were made by older versions...
     assert sum(v for k, v in lags.items() if k > 0) > 0, lags
@@ -217,32 +228,33 @@ def test_async_rollouts_bound_staleness(tmp_path, arith, partial):
 
 
 def test_data_parallel_learners_in_the_job(tmp_path, arith):
-    cfg = _config(tmp_path / "dp.toml", arith, learner__world_size=2, run__max_updates=6, run__eval_interval=3,
-                  sft__steps=200)
+    cfg = _config(tmp_path / "dp.toml", arith, learner__world_size=2, run__max_updates=4, run__eval_interval=4,
+                  sft__steps=20, data__eval_size=50)
     run = tmp_path / "run"
     r = _run(cfg, run)
     assert r.returncode == 0, r.stdout + r.stderr
     assert "data-parallel learners: 2 ranks (gloo)" in r.stdout
     res = json.loads((run / "result.json").read_text())
-    assert res["updates"] == 6
+    assert res["updates"] == 4
     assert any(m.get("updated") for m in _lines(run / "metrics.jsonl"))
 
 
 def test_ppo_and_rloo_jobs_run(tmp_path, arith):
     for algorithm in ("ppo", "rloo"):
-        cfg = _config(tmp_path / f"{algorithm}.toml", arith, learner__algorithm=algorithm, run__max_updates=4,
-                      run__eval_interval=2, sft__steps=100)
+        cfg = _config(tmp_path / f"{algorithm}.toml", arith, learner__algorithm=algorithm, run__max_updates=3,
+                      run__eval_interval=3, sft__steps=20, data__eval_size=50)
         run = tmp_path / algorithm
         r = _run(cfg, run)
         assert r.returncode == 0, r.stdout + r.stderr
         metrics = _lines(run / "metrics.jsonl")
-        assert len(metrics) == 4
+        assert len(metrics) == 3
         if algorithm == "ppo":
             assert all("value_loss" in m for m in metrics)
 
 
 def test_deterministic_sync_runs_repeat_exactly(tmp_path, arith):
-    cfg = _config(tmp_path / "det.toml", arith, run__max_updates=8, run__eval_interval=4, sft__steps=30)
+    cfg = _config(tmp_path / "det.toml", arith, run__max_updates=5, run__eval_interval=5, sft__steps=20,
+                  data__eval_size=50)
     outs = []
     for i in range(2):
         run = tmp_path / f"run{i}"
@@ -348,22 +360,3 @@ def test_masked_tokens_get_no_loss():
         grads.append((m["loss"], [p.grad.clone() for p in model.parameters()]))
     assert grads[0][0] == grads[1][0]
     assert all(torch.equal(a, b) for a, b in zip(grads[0][1], grads[1][1]))
-
-
-def test_flywheel_lineage_shows_the_prompts_behind_a_checkpoint(tmp_path, arith):
-    cat = tmp_path / "catalog"
-    cfg = _config(tmp_path / "lin.toml", arith, run__max_updates=4, run__checkpoint_interval=2,
-                  run__eval_interval=4, run__catalog=str(cat), sft__steps=10)
-    run = tmp_path / "run"
-    r = _run(cfg, run)
-    assert r.returncode == 0, r.stdout + r.stderr
-    ckpt = run / "checkpoints" / "update-000004" / "model" / "model.safetensors"
-    out = _cli("--catalog", str(cat), "lineage", "samples", str(ckpt), "--json", timeout=60)
-    assert out.returncode == 0, out.stderr
-    sources = json.loads(out.stdout)[0]["sources"]
-    # Only the training table trained it (the warm start's loader and the
-    # prompts' loader); the held-out table is not among the sources.
-    assert {s["dataset"] for s in sources} == {"external/train"}
-    assert all(s["detail"]["state"]["tables"][0]["uri"].endswith("/t/train") for s in sources)
-    consumed = sorted(s["detail"]["state"]["consumed"] for s in sources)
-    assert consumed == [4 * 16, 10 * 64]  # 4 updates of 16 prompts; 10 warm-start steps of 64
