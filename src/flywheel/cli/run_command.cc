@@ -889,8 +889,11 @@ int Run(RunArgs a) {
 void AddRunCommand(CLI::App& app, int* rc) {
   auto a = std::make_shared<RunArgs>();
   CLI::App* cmd = app.add_subcommand(
-      "run", "Train an RL agent: replay + weight server, learner and actors, supervised (docs/rl.md)");
-  cmd->add_option("config", a->config, "Run configuration (TOML), e.g. examples/cartpole_ppo.toml")
+      "run",
+      "Train an RL agent: replay + weight server, learner and actors, supervised; or, for a config with a "
+      "[data] section, RL on a language model (docs/rl.md)");
+  cmd->add_option("config", a->config,
+                  "Run configuration (TOML), e.g. examples/cartpole_ppo.toml or examples/arith_grpo.toml")
       ->required()
       ->check(CLI::ExistingFile);
   cmd->add_option("--run-dir", a->run_dir, "Run directory (default: [run] run_dir, else runs/<name>)");
