@@ -275,8 +275,6 @@ class Job:
         self.counters: Counter = Counter()
         self.staleness: Counter = Counter()
         self.update = 0
-        self.epoch_log: List[Dict[str, Any]] = []
-        self.best_eval: Optional[Dict[str, Any]] = None
         self.last_eval: Optional[Dict[str, Any]] = None
         self.first_eval: Optional[Dict[str, Any]] = None
         self._stop = threading.Event()
@@ -317,19 +315,13 @@ class Job:
         train = read_column(d["train"], [d["prompt"]])
         ctx = self.model_config.max_position_embeddings
         room = ctx - c["rollout"]["max_new_tokens"]
-        for split, prompts in (("train", train[d["prompt"]]), ("test", None)):
-            for i, p in enumerate(prompts if prompts is not None else []):
-                n = len(self.encode(p))
-                if n > room:
+        for split, prompts in (("train", map(self.encode, train[d["prompt"]])), ("test", self.test_prompts)):
+            for i, ids in enumerate(prompts):
+                if len(ids) > room:
                     raise lmconfig.ConfigError(
-                        f"[data] {split} row {i}: prompt of {n} tokens does not fit the context: "
+                        f"[data] {split} row {i}: prompt of {len(ids)} tokens does not fit the context: "
                         f"max_position_embeddings {ctx} - max_new_tokens {c['rollout']['max_new_tokens']} = {room}")
-        for i, p in enumerate(self.test_prompts):
-            if len(p) > room:
-                raise lmconfig.ConfigError(f"[data] test row {i}: prompt of {len(p)} tokens does not fit the context "
-                                           f"({room} after max_new_tokens)")
-        self.train_rows = len(train[d["prompt"]])
-        if self.train_rows == 0:
+        if not train[d["prompt"]]:
             raise lmconfig.ConfigError(f"[data] train = {d['train']!r}: the table is empty")
         self.verifier = _make_verifier(c["reward"])
         self.prompts = Prompts(d["train"], d["prompt"], d["answer"], c["rollout"]["prompts_per_update"],
@@ -342,8 +334,7 @@ class Job:
             msgs = ([{"role": "system", "content": d["system"]}] if d["system"] else []) + \
                    [{"role": "user", "content": text}]
             return self.tok.apply_chat_template(msgs, add_generation_prompt=True)
-        return self.tok.encode(text, add_special_tokens=True) if hasattr(self.tok, "alphabet") else \
-            self.tok.encode(text, add_special_tokens=True)
+        return self.tok.encode(text, add_special_tokens=True)
 
     def decode(self, ids: Sequence[int]) -> str:
         return self.tok.decode([i for i in ids if i != self.eos], skip_special_tokens=True)
@@ -359,7 +350,6 @@ class Job:
     def save(self) -> str:
         import torch
 
-        from ... import llm
         t0 = time.monotonic()
         root = os.path.join(self.run_dir, "checkpoints")
         final = os.path.join(root, f"update-{self.update:06d}")
@@ -759,7 +749,6 @@ class Job:
         under torch.distributed (gloo); each update's groups are split
         between the ranks and the gradients summed (GRPOLearner), so the
         step is the one a single learner takes on the whole batch."""
-        import torch
         import torch.distributed as dist
         self.world = self.cfg["learner"]["world_size"]
         self.helpers: List[subprocess.Popen] = []
@@ -793,11 +782,10 @@ class Job:
             h.wait(timeout=60)
         dist.destroy_process_group()
 
-    def publish(self) -> float:
-        t0 = time.monotonic()
+    def publish(self) -> None:
+        """The next version's weights, for the engine (``self._weights``)."""
         self.version += 1
         self._weights = (self.learner.weights(), self.version)
-        return time.monotonic() - t0
 
     # --------------------------------------------------------------- run
     def log(self, metrics: Dict[str, Any], tokens_generated: int, wall: float) -> None:
@@ -1004,9 +992,9 @@ class Job:
                 self._stop.clear()
             # Answers still in the engine or the queue are lost; their prompts
             # stay in flight and are given out again after a resume.
-            lost = done_q.qsize()
-            self.counters["groups_lost_at_stop"] += lost
-            self.engine.update_weights_from_arrays(*self._weights) if self._weights else None
+            self.counters["groups_lost_at_stop"] += done_q.qsize()
+            if self._weights:  # the evaluation at the end uses the newest weights
+                self.engine.update_weights_from_arrays(*self._weights)
         return reason or "stopped"
 
     def finish(self, reason: str, ev: Dict[str, Any]) -> None:
