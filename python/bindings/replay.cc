@@ -415,6 +415,16 @@ class PyReplayWriter {
     steps_.Appended(prepared);
   }
 
+  void Extend(const py::dict& columns) {
+    StepColumns::Block b = steps_.PrepareBlock(columns);
+    {
+      py::gil_scoped_release nogil;
+      std::lock_guard<std::mutex> lock(mu_);
+      ThrowIfError(StepColumns::AppendEach(b, [&](const std::vector<replay::StepValue>& v) { return w_->Append(v); }));
+    }
+    steps_.AppendedBlock(b);
+  }
+
   ItemKey CreateItem(const std::string& table, double priority,
                      const std::vector<std::pair<std::string, int64_t>>& trajectory,
                      std::optional<double> timeout_s) {
@@ -530,6 +540,45 @@ StepColumns::Step StepColumns::Prepare(const py::dict& step) const {
   return out;
 }
 
+StepColumns::Block StepColumns::PrepareBlock(const py::dict& columns) const {
+  if (columns.empty()) throw py::value_error("extend: needs at least one column");
+  Block b;
+  py::dict row0;
+  for (auto [key, value] : columns) {
+    std::string name = py::cast<std::string>(key);
+    auto t = types_.find(name);
+    if (t == types_.end())
+      throw py::key_error(absl::StrCat("extend: column '", name, "' has no type yet"));
+    if (!py::isinstance<py::array>(value))
+      throw py::type_error(absl::StrCat("extend: column '", name, "': expected a numpy array"));
+    auto a = py::reinterpret_borrow<py::array>(value);
+    const size_t width = t->second.fixed_width();
+    if (!a.dtype().equal(DTypeOf(t->second.id)) || !(a.flags() & py::array::c_style) || a.ndim() < 1 ||
+        a.shape(0) == 0 || static_cast<size_t>(a.nbytes()) != width * static_cast<size_t>(a.shape(0))) {
+      throw py::type_error(absl::StrCat("extend: column '", name, "': expected a C-contiguous array of ",
+                                        "(steps, ...) ", t->second.ToString(), " values"));
+    }
+    if (b.n != 0 && a.shape(0) != b.n) {
+      throw py::value_error(absl::StrCat("extend: column '", name, "' has ", a.shape(0),
+                                         " steps; the other columns have ", b.n));
+    }
+    b.n = a.shape(0);
+    b.width.push_back(width);
+    // Row 0 as a one-step view, checked by Prepare (types, episode columns).
+    row0[key] = a[py::make_tuple(py::int_(0), py::ellipsis())];  // a 0-d view for scalars
+  }
+  b.first = Prepare(row0);
+  // Prepare walks the dict in the same order; keep the whole arrays alive.
+  b.first.keep.clear();
+  for (auto [key, value] : columns) b.first.keep.push_back(py::reinterpret_borrow<py::array>(value));
+  return b;
+}
+
+void StepColumns::AppendedBlock(Block& b) {
+  Appended(b.first);
+  episode_steps_ += b.n - 1;
+}
+
 void StepColumns::Appended(Step& step) {
   if (episode_steps_ == 0) episode_columns_ = std::move(step.names);
   episode_steps_++;
@@ -631,6 +680,7 @@ void RegisterReplay(py::module_& m) {
            py::arg("tables"), py::arg("chunk_length"), py::arg("codec"), py::arg("max_history"))
       .def("define_column", &PyReplayWriter::DefineColumn, py::arg("column"), py::arg("type"))
       .def("append", &PyReplayWriter::Append, py::arg("step"))
+      .def("extend", &PyReplayWriter::Extend, py::arg("columns"))
       .def("create_item", &PyReplayWriter::CreateItem, py::arg("table"), py::arg("priority"),
            py::arg("trajectory"), py::arg("timeout"))
       .def("end_episode", &PyReplayWriter::EndEpisode)

@@ -122,6 +122,29 @@ class StepColumns {
   Step Prepare(const pybind11::dict& step) const;
   // After the C++ writer accepted `step`.
   void Appended(Step& step);
+
+  // Many steps at once: column -> C-contiguous ndarray (n, *step shape) of
+  // the column's exact dtype, n the same for every column and > 0. Checked
+  // as Prepare checks one step; `AppendEach` hands the writer one step at a
+  // time (pointers into the arrays) and returns the steps it appended.
+  struct Block {
+    Step first;                 // values point at row 0
+    std::vector<size_t> width;  // bytes per step, per value
+    int64_t n = 0;
+  };
+  Block PrepareBlock(const pybind11::dict& columns) const;
+  template <typename AppendFn>
+  static Status AppendEach(const Block& b, AppendFn&& append) {
+    std::vector<replay::StepValue> values = b.first.values;
+    for (int64_t i = 0; i < b.n; ++i) {
+      for (size_t c = 0; c < values.size(); ++c)
+        values[c].data = static_cast<const char*>(b.first.values[c].data) + i * b.width[c];
+      Status s = append(values);
+      if (!s.ok()) return s;
+    }
+    return absl::OkStatus();
+  }
+  void AppendedBlock(Block& b);
   // KeyError for a trajectory column with no steps this episode.
   void CheckTrajectory(const std::vector<std::pair<std::string, int64_t>>& trajectory) const;
   void EndEpisode();

@@ -294,6 +294,19 @@ class PyRemoteWriter {
     steps_.Appended(prepared);
   }
 
+  void Extend(const py::dict& columns) {
+    CheckOpen();
+    StepColumns::Block b = steps_.PrepareBlock(columns);
+    {
+      py::gil_scoped_release nogil;
+      std::lock_guard<std::mutex> lock(mu_);
+      Check(StepColumns::AppendEach(b, [&](const std::vector<replay::StepValue>& v) {
+        return writers_[current_]->Append(v);
+      }));
+    }
+    steps_.AppendedBlock(b);
+  }
+
   ItemKey CreateItem(const std::string& table, double priority,
                      const std::vector<std::pair<std::string, int64_t>>& trajectory,
                      std::optional<double> timeout_s) {
@@ -666,6 +679,7 @@ void RegisterReplayService(py::module_& m) {
                              "A writer to replay servers; see flywheel.replay.RemoteWriter.")
       .def("define_column", &PyRemoteWriter::DefineColumn, py::arg("column"), py::arg("type"))
       .def("append", &PyRemoteWriter::Append, py::arg("step"))
+      .def("extend", &PyRemoteWriter::Extend, py::arg("columns"))
       .def("create_item", &PyRemoteWriter::CreateItem, py::arg("table"), py::arg("priority"),
            py::arg("trajectory"), py::arg("timeout"))
       .def("end_episode", &PyRemoteWriter::EndEpisode)

@@ -561,6 +561,35 @@ class _StepWriter:
             raise TypeError(f"append takes a dict of column -> value, got {type(step).__name__}")
         self._w.append({name: self._column(name, value) for name, value in step.items()})
 
+    def extend(self, steps: Mapping[str, Any]) -> None:
+        """Appends several steps at once: ``{column: values}``, each value an
+        array (or nested list) of shape ``(n, *step_shape)`` with the same
+        ``n >= 1`` for every column. The same as ``n`` calls of
+        :meth:`append` with row ``i`` of every column, converted by the same
+        rules, in one call (much faster for long episodes)."""
+        if not isinstance(steps, Mapping):
+            raise TypeError(f"extend takes a dict of column -> array of steps, got {type(steps).__name__}")
+        cols = {}
+        for name, value in steps.items():
+            spec = self._types.get(name)
+            if spec is None:
+                first = np.asarray(value)
+                if first.ndim < 1 or len(first) == 0:
+                    raise ValueError(f"extend: column '{name}': needs an array of at least one step")
+                self._column(name, first[0])  # fixes the column's type as append would
+                spec = self._types[name]
+            dtype, shape, text = spec
+            where = f"column '{name}' ({text})"
+            if type(value) is np.ndarray and value.dtype == dtype:
+                a = value
+            else:
+                a = _cast(where, np.asarray(value) if isinstance(value, np.generic) else value, dtype)
+            if a.ndim < 1 or a.shape[1:] != shape:
+                raise ValueError(f"extend: {where}: steps have shape {a.shape}, need (steps, {', '.join(map(str, shape))})"
+                                 if shape else f"extend: {where}: steps have shape {a.shape}, need (steps,)")
+            cols[name] = np.ascontiguousarray(a)
+        self._w.extend(cols)
+
 
 class Writer(_StepWriter):
     """Turns a stream of steps into chunks and items (Reverb's TrajectoryWriter).

@@ -87,6 +87,8 @@ SCHEMA: Dict[str, Dict[str, Tuple[type, Any, Optional[Callable[[Any], Optional[s
         "top_p": (float, 1.0, _range(0, 1, lo_open=True)),
         "tool": (str, "", _one_of("", "calculator")),
         "max_turns": (int, 2, _range(1, 16)),
+        "workers": (int, 0, _range(0, 64)),
+        "worker_threads": (int, 0, _range(0)),
     },
     "reward": {
         "verifier": (str, "numeric", _one_of("numeric", "format", "numeric+format", "python")),

@@ -50,6 +50,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 import numpy as np
 
 from . import config as lmconfig
+from . import rollout
 
 STAGES = ("generate", "reward", "train", "sync", "eval", "checkpoint", "wait")
 
@@ -279,6 +280,8 @@ class Job:
         self.first_eval: Optional[Dict[str, Any]] = None
         self._stop = threading.Event()
         self._catalog_run = None
+        self._weights: Optional[Tuple[Dict[str, Any], int]] = None
+        self.workers = None
 
     # ------------------------------------------------------------ set-up
     def setup(self) -> None:
@@ -337,7 +340,7 @@ class Job:
         return self.tok.encode(text, add_special_tokens=True)
 
     def decode(self, ids: Sequence[int]) -> str:
-        return self.tok.decode([i for i in ids if i != self.eos], skip_special_tokens=True)
+        return rollout.decode(self.tok, self.eos, ids)
 
     # ------------------------------------------------------------ state
     def checkpoints(self) -> List[str]:
@@ -504,6 +507,13 @@ class Job:
         self.engine = llm.Engine(init, dtype=c["model"]["engine_dtype"], threads=c["run"]["threads"],
                                  max_running=1024, max_step_tokens=2048, kv_cache_bytes=256 << 20,
                                  version=self.version)
+        self.workers = None
+        if c["rollout"]["workers"]:
+            from .workers import RolloutWorkers
+            self.workers = RolloutWorkers(self.config_path, self.run_dir, c["rollout"]["workers"], init,
+                                          self.version, c["rollout"]["group_size"])
+            _log(f"{c['rollout']['workers']} rollout worker processes, replay and weights on "
+                 f"{self.workers.server.address}")
         from .reward_pool import RewardPool
         rc = c["reward"]
         self.pool = RewardPool(self.verifier, workers=rc["workers"], timeout=rc["timeout_s"],
@@ -574,9 +584,7 @@ class Job:
 
     # ------------------------------------------------------------ rollout
     def _sample_params(self) -> Dict[str, Any]:
-        r = self.cfg["rollout"]
-        return dict(max_new_tokens=r["max_new_tokens"], temperature=r["temperature"], top_p=r["top_p"],
-                    stop_ids=[self.eos])
+        return rollout.sample_params(self.cfg["rollout"], self.eos)
 
     def generate_sync(self, items) -> List[List[Dict[str, Any]]]:
         g = self.cfg["rollout"]["group_size"]
@@ -591,72 +599,29 @@ class Job:
 
     def generate_turns(self, texts: Sequence[str], answers: Sequence[Any], n: int, seed: int,
                        temperature: float) -> List[Dict[str, Any]]:
-        """Multi-turn episodes with the text environment: the policy writes
-        until EOS or the environment's stop text; the environment's reply is
-        appended (loss mask 0, behaviour log-prob 0) and the policy goes on,
-        up to ``max_turns`` turns and ``max_new_tokens`` tokens in all."""
-        from . import textenv
-        r = self.cfg["rollout"]
-        mnt = r["max_new_tokens"]
-        stop = self.tok.encode(textenv.ENVS[r["tool"]].stop)
-        if len(stop) != 1:
-            raise lmconfig.ConfigError(f"[rollout] tool = {r['tool']!r}: its stop text is not one token")
-        params = dict(temperature=temperature, top_p=r["top_p"] if temperature > 0 else 1.0,
-                      stop_ids=[self.eos, stop[0]])
-        prompts = [self.encode(p) for p in texts]
-        first = self.engine.generate(prompts, n=n, seed=seed, max_new_tokens=mnt, **params)
-        samples = []
-        for i, o in enumerate(first):
-            k = i // n
-            env = textenv.make(r["tool"])
-            env.reset(texts[k], answers[k])
-            samples.append({"prompt_ids": prompts[k], "tokens": list(o["tokens"]), "logprobs": list(o["logprobs"]),
-                            "versions": list(o["versions"]), "loss_mask": [True] * len(o["tokens"]),
-                            "finish_reason": o["finish_reason"], "tool_calls": 0, "_env": env, "_done": False})
-        for turn in range(1, r["max_turns"]):
-            cont = []
-            for s in samples:
-                if s["_done"] or not s["tokens"] or s["tokens"][-1] != stop[0]:
-                    s["_done"] = True
-                    continue
-                reply, done = s["_env"].step(self.tok.decode(s["tokens"], skip_special_tokens=True))
-                ids = self.tok.encode(reply) if reply else []
-                if done or not ids or len(s["tokens"]) + len(ids) >= mnt:
-                    s["_done"] = True
-                    continue
-                s["tokens"] += ids
-                s["logprobs"] += [0.0] * len(ids)
-                s["versions"] += [self.version] * len(ids)
-                s["loss_mask"] += [False] * len(ids)
-                s["tool_calls"] += 1
-                cont.append(s)
-            by_room: Dict[int, List[Dict[str, Any]]] = {}
-            for s in cont:
-                by_room.setdefault(mnt - len(s["tokens"]), []).append(s)
-            for room, group in sorted(by_room.items()):
-                out = self.engine.generate([s["prompt_ids"] + s["tokens"] for s in group], n=1,
-                                           seed=seed + 104729 * turn + room, max_new_tokens=room, **params)
-                for s, o in zip(group, out):
-                    s["tokens"] += o["tokens"]
-                    s["logprobs"] += o["logprobs"]
-                    s["versions"] += o["versions"]
-                    s["loss_mask"] += [True] * len(o["tokens"])
-                    s["finish_reason"] = o["finish_reason"]
-        for s in samples:
-            del s["_env"], s["_done"]
-        return samples
+        return rollout.turns(self.engine, self.tok, self.cfg["rollout"], self.eos, [self.encode(t) for t in texts],
+                             texts, answers, n, seed, temperature)
 
     def score(self, items, groups) -> Tuple[List[float], Dict[str, float]]:
+        """Rewards of every answer (scored here, or by the rollout worker
+        that made it: ``o["reward"]``), overlong shaping, response-length
+        statistics, and the trajectories to log."""
         rc = self.cfg["reward"]
         texts, answers = [], []
         for (_, _, _, a), group in zip(items, groups):
             for o in group:
                 texts.append(self.decode(o["tokens"]))
                 answers.append(a)
-        before = dict(self.pool.failures)
-        rewards = self.pool.score(list(zip(texts, answers)))
-        for k, v in self.pool.failures.items():
-            self.counters[f"reward_failures_{k}"] += v - before.get(k, 0)
+        if all("reward" in o for group in groups for o in group):
+            rewards = [o["reward"] for group in groups for o in group]
+            for o in (o for group in groups for o in group):
+                for k, v in o["failures"].items():
+                    self.counters[f"reward_failures_{k}"] += v
+        else:
+            before = dict(self.pool.failures)
+            rewards = self.pool.score(list(zip(texts, answers)))
+            for k, v in self.pool.failures.items():
+                self.counters[f"reward_failures_{k}"] += v - before.get(k, 0)
         mnt = self.cfg["rollout"]["max_new_tokens"]
         lengths = [len(o["tokens"]) for group in groups for o in group]
         if rc["overlong_buffer"]:
@@ -687,6 +652,9 @@ class Job:
         """Greedy accuracy on the held-out split with the engine's current weights."""
         from .rewards import numeric_answer
         t0 = time.monotonic()
+        if self.workers is not None and self._weights is not None and \
+                self.engine.weight_version != self._weights[1]:
+            self.engine.update_weights_from_arrays(*self._weights)  # rollout workers hold the newest
         if self.cfg["rollout"]["tool"]:
             out = self.generate_turns(self.test_texts, self.test_answers, 1, 0, 0.0)
         else:
@@ -824,7 +792,15 @@ class Job:
             handler = lambda *_: self._stop.set()  # noqa: E731
             signal.signal(signal.SIGTERM, handler)
             signal.signal(signal.SIGINT, handler)
-            reason = self.loop_async() if c["run"]["mode"] == "async" else self.loop_sync()
+            try:
+                if self.workers is not None:
+                    reason = self.loop_workers()
+                else:
+                    reason = self.loop_async() if c["run"]["mode"] == "async" else self.loop_sync()
+            except BaseException:
+                if self.workers is not None:
+                    self.workers.close()
+                raise
             self.stop_data_parallel()
             ev = self.evaluate() if self.last_eval is None or self.last_eval["update"] != self.update else self.last_eval
             self.save()
@@ -997,6 +973,57 @@ class Job:
                 self.engine.update_weights_from_arrays(*self._weights)
         return reason or "stopped"
 
+    def loop_workers(self) -> str:
+        """Generation in rollout worker processes (``[rollout] workers``):
+        prompts go out to them, finished groups come back as replay items
+        with their rewards, new weights go out through the weight service.
+        ``sync``: one update's prompts at a time, generated with the newest
+        weights. ``async``: up to ``max_staleness`` updates' prompts out
+        while the learner trains."""
+        c = self.cfg
+        ppu = c["rollout"]["prompts_per_update"]
+        sync = c["run"]["mode"] == "sync"
+        lead = ppu if sync else max(1, c["run"]["max_staleness"]) * ppu
+        W = self.workers
+        seed0 = c["run"]["seed"] * 1_000_003
+        n_submit = self.update * ppu
+        self._next_progress = time.monotonic() + c["run"]["progress_interval_s"]
+        reason = None
+        while reason is None:
+            reason = self._done()
+            if reason:
+                break
+            t0 = time.monotonic()
+            while W.in_flight() < lead:
+                item = self.prompts.take(1)[0]
+                W.submit(item, self.encode(item[2]), item[3], (seed0 + n_submit * 7919) % (1 << 62),
+                         self.version if sync else 0)
+                n_submit += 1
+            batch = W.take(ppu, self._stop)
+            for k, v in W.take_counters().items():
+                self.counters[k] += v
+            if len(batch) < ppu:
+                continue
+            batch.sort(key=lambda b: b[0])  # in the order given out: sync runs repeat exactly
+            t1 = time.monotonic()
+            items = [b[1][0] for b in batch]
+            groups = [b[2] for b in batch]
+            rewards, extra = self.score(items, groups)
+            t2 = time.monotonic()
+            metrics = self.train_on(items, groups, rewards, extra)
+            t3 = time.monotonic()
+            self.publish()
+            W.publish(*self._weights)
+            t4 = time.monotonic()
+            for stage, dt in (("generate" if sync else "wait", t1 - t0), ("reward", t2 - t1), ("train", t3 - t2),
+                              ("sync", t4 - t3)):
+                self.times[stage] += dt
+            self._after_update(metrics, sum(len(o["tokens"]) for g in groups for o in g), t4 - t0)
+        # Groups still out are lost; their prompts stay in flight and are
+        # given out again after a resume.
+        self.counters["groups_lost_at_stop"] += W.in_flight()
+        return reason
+
     def finish(self, reason: str, ev: Dict[str, Any]) -> None:
         wall = time.monotonic() - self.start + self.elapsed_before
         first = self.first_eval or ev
@@ -1017,6 +1044,8 @@ class Job:
              f"{first['accuracy']:.3f} -> {ev['accuracy']:.3f} on {ev['n']} problems")
         _log(f"time split: {split}")
         self.pool.close()
+        if self.workers is not None:
+            self.workers.close()
 
 
 def _shard(rollouts, correct, group_size: int, rank: int, world: int):
