@@ -451,3 +451,32 @@ def test_a_build_without_the_service_says_so(monkeypatch):
         replay.Server(_tables())
     with pytest.raises(NotImplementedError, match="no gRPC replay service"):
         replay.Client("127.0.0.1:1")
+
+
+@pytest.mark.parametrize("where", ["in-process", "remote"])
+def test_extend_appends_many_steps_as_appends_would(where):
+    """Writer.extend / RemoteWriter.extend: n steps in one call, items over
+    them equal to the ones n appends make; mismatched lengths, shapes and
+    unsafe casts are refused naming the column, with nothing appended."""
+    table = replay.Table.queue("q", 100, signature={"obs": "float32[3]", "a": "int64"})
+    with replay.Server([table], port=0) as server, replay.Client(server.address) as client:
+        w = replay.Writer([table]) if where == "in-process" else client.writer(chunk_length=4)
+        w.extend({"obs": np.stack([_obs(i) for i in range(5)]), "a": [0, 1, 2, 3, 4]})
+        assert w.episode_steps == 5
+        w.append({"obs": _obs(5), "a": 5})
+        w.create_item("q", 1.0, {"obs": 4, "a": 6}, timeout=TIMEOUT)
+        with pytest.raises(ValueError, match="column 'a' has 2 steps; the other columns have 3"):
+            w.extend({"obs": np.zeros((3, 3), np.float32), "a": [1, 2]})
+        with pytest.raises(ValueError, match=r"column 'obs' \(float32\[3\]\): steps have shape \(2, 4\)"):
+            w.extend({"obs": np.zeros((2, 4), np.float32), "a": [1, 2]})
+        with pytest.raises(TypeError, match="column 'a'.*cannot safely cast"):
+            w.extend({"obs": np.zeros((1, 3), np.float32), "a": np.array([1.5])})
+        assert w.episode_steps == 6
+        w.end_episode()
+        if where == "remote":
+            w.flush(timeout=TIMEOUT)
+        s = client.sample("q", 1, timeout=TIMEOUT)
+        np.testing.assert_array_equal(s.data["a"], [[0, 1, 2, 3, 4, 5]])
+        np.testing.assert_array_equal(s.data["obs"][0, :, 0], [2, 3, 4, 5])
+        if where == "remote":
+            w.close()

@@ -202,6 +202,72 @@ def test_kill_9_mid_run_resumes_and_no_prompt_repeats_or_is_skipped(tmp_path, ar
     assert metrics[-1]["update"] == 60
 
 
+def test_kill_9_of_a_rollout_worker_loses_its_groups_and_no_prompt(tmp_path, arith):
+    """[rollout] workers = 2: the engine runs in two worker processes that
+    write answers as replay items. One is stopped while it holds prompts,
+    then killed: the job restarts it, counts the groups it lost, gives
+    them out again, and trains every prompt of the epoch exactly once."""
+    cfg = _config(tmp_path / "w.toml", arith, run__max_updates=30, run__checkpoint_interval=100,
+                  run__eval_interval=1000, sft__steps=20, rollout__workers=2, rollout__worker_threads=1,
+                  run__log_rollouts=4)
+    run = tmp_path / "run"
+    p = subprocess.Popen([FLYWHEEL, "run", cfg, "--run-dir", str(run)], stdout=subprocess.PIPE,
+                         stderr=subprocess.STDOUT, text=True)
+    try:
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline and not (
+                (run / "metrics.jsonl").exists() and len(_lines(run / "metrics.jsonl")) >= 5):
+            time.sleep(0.1)
+        victim = json.loads((run / "workers.json").read_text())["rollout_workers"][0]
+        # Stopped, it keeps the prompts of the next update it is given
+        # (each worker gets half); killed, they are lost.
+        os.kill(victim, signal.SIGSTOP)
+        time.sleep(2.0)
+        os.kill(victim, signal.SIGKILL)
+        out, _ = p.communicate(timeout=400)
+    finally:
+        if p.poll() is None:
+            p.kill()
+    assert p.returncode == 0, out
+    assert f"rollout worker {victim} died (signal 9)" in out, out
+    res = json.loads((run / "result.json").read_text())
+    c = res["counters"]
+    assert res["updates"] == 30 and c["rollout_worker_restarts"] == 1, c
+    assert c["groups_lost_worker"] >= 1, c
+    assert json.loads((run / "workers.json").read_text())["rollout_workers"][0] != victim
+    lin = json.loads((sorted((run / "checkpoints").iterdir())[-1] / "lineage.json").read_text())
+    rows = lin["train"]["trained_rows"]["0"]
+    assert len(rows) == len(set(rows)) == 30 * 16, len(rows)
+    import flywheel
+    order = flywheel.Loader(f"{arith}/train", batch_size=16, columns=["prompt"], seed=1, num_threads=1,
+                            return_indices=True)
+    assert sorted(int(i) for _, b in zip(range(30), order) for i in b["__index__"]) == sorted(rows)
+    # The answers came back as replay items: prompt, response, per-token
+    # log-probs and versions (logged as trained).
+    t = _lines(run / "rollouts.jsonl")[0]
+    assert t["prompt_ids"] and len(t["tokens"]) == len(t["logprobs"]) == len(t["versions"]) >= 1
+
+
+def test_dynamic_sampling_refills_the_batch_with_informative_groups(tmp_path, arith):
+    """[rollout] dynamic_sampling: groups whose rewards are all equal are
+    dropped before the update and fresh prompts refill the batch (DAPO);
+    the dropped prompts count as seen, none is given out twice."""
+    cfg = _config(tmp_path / "ds.toml", arith, run__max_updates=8, run__eval_interval=1000, sft__steps=150,
+                  rollout__dynamic_sampling=True, rollout__max_refill_rounds=2)
+    run = tmp_path / "run"
+    r = _run(cfg, run)
+    assert r.returncode == 0, r.stdout + r.stderr
+    c = json.loads((run / "result.json").read_text())["counters"]
+    assert c["groups_dropped_uniform"] > 0 and c["groups_refilled"] > 0, c
+    for m in _lines(run / "metrics.jsonl"):
+        assert m["groups_dropped"] == 0  # the learner saw informative groups only
+        assert 1 <= m["refill_rounds"] <= 2 or m["groups_uniform"] == 0, m
+    lin = json.loads((sorted((run / "checkpoints").iterdir())[-1] / "lineage.json").read_text())
+    rows = lin["train"]["trained_rows"]["0"]
+    # Trained plus dropped: every prompt taken, once.
+    assert len(rows) == len(set(rows)) == 8 * 16 + c["groups_refilled"], (len(rows), c)
+
+
 @pytest.mark.parametrize("partial", [True, False])
 def test_async_rollouts_bound_staleness(tmp_path, arith, partial):
     cfg = _config(tmp_path / "async.toml", arith, run__mode="async", run__max_staleness=1, run__stale="drop",

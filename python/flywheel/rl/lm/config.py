@@ -88,6 +88,8 @@ SCHEMA: Dict[str, Dict[str, Tuple[type, Any, Optional[Callable[[Any], Optional[s
         "tool": (str, "", _one_of("", "calculator")),
         "max_turns": (int, 2, _range(1, 16)),
         "workers": (int, 0, _range(0, 64)),
+        "dynamic_sampling": (bool, False, _ANY),
+        "max_refill_rounds": (int, 3, _range(1, 100)),
         "worker_threads": (int, 0, _range(0)),
     },
     "reward": {
@@ -175,6 +177,8 @@ def _cross_checks(c: Dict[str, Dict[str, Any]], source: str) -> None:
         fail("learner", "world_size", "data-parallel learners run GRPO, Dr. GRPO or RLOO (PPO whitens per batch)")
     if c["rollout"]["tool"] and c["run"]["mode"] != "sync":
         fail("rollout", "tool", "multi-turn episodes run in mode = \"sync\"")
+    if c["rollout"]["dynamic_sampling"] and c["run"]["mode"] == "async" and not c["rollout"]["workers"]:
+        fail("rollout", "dynamic_sampling", "refills in mode = \"sync\" or with rollout workers ([rollout] workers)")
     if lr["tis_cap"] and lr["tis_cap"] < 1:
         fail("learner", "tis_cap", "must be 0 (off) or >= 1")
     for key in ("train", "test"):

@@ -187,6 +187,11 @@ def prometheus_text(job: "Job") -> str:
     metric("groups_total", "counter", "Groups left out of updates, by reason",
            [({"reason": r}, c[f"groups_{r}"]) for r in ("dropped_uniform", "stale_dropped", "stale_corrected")])
     metric("resumes_total", "counter", "Resumes from a checkpoint", [({}, c["resumes"])])
+    metric("rollout_worker_restarts_total", "counter", "Rollout worker processes restarted after dying",
+           [({}, c["rollout_worker_restarts"])])
+    metric("lost_total", "counter", "Work lost to a rollout worker's death or the end of the run",
+           [({"what": k}, c[k]) for k in ("groups_lost_worker", "answers_lost_worker", "answers_discarded",
+                                          "groups_lost_at_stop")])
     metric("staleness_tokens", "gauge", "Trained tokens by staleness (learner version - token version)",
            [({"lag": str(k)}, v) for k, v in sorted(job.staleness.items())])
     last = getattr(job, "last_metrics", {}) or {}
@@ -586,9 +591,9 @@ class Job:
     def _sample_params(self) -> Dict[str, Any]:
         return rollout.sample_params(self.cfg["rollout"], self.eos)
 
-    def generate_sync(self, items) -> List[List[Dict[str, Any]]]:
+    def generate_sync(self, items, salt: int = 0) -> List[List[Dict[str, Any]]]:
         g = self.cfg["rollout"]["group_size"]
-        seed = (self.cfg["run"]["seed"] * 1_000_003 + self.update * 7919) % (1 << 62)
+        seed = (self.cfg["run"]["seed"] * 1_000_003 + self.update * 7919 + salt * 104_729) % (1 << 62)
         if self.cfg["rollout"]["tool"]:
             out = self.generate_turns([p for _, _, p, _ in items], [a for _, _, _, a in items], g, seed,
                                       self.cfg["rollout"]["temperature"])
@@ -647,6 +652,50 @@ class Job:
                                         [True] * len(o["tokens"]), "versions": o["versions"],
                                         "logprobs": o["logprobs"], "text": text, "reward": r}) + "\n")
         return rewards, extra
+
+    def dynamic_sampling(self, items, groups, rewards, extra, more):
+        """DAPO's dynamic sampling (``[rollout] dynamic_sampling``): groups
+        whose rewards are all equal carry no GRPO signal; they are dropped
+        (their prompts count as seen this epoch) and ``more(n)`` (n fresh
+        prompts and their groups) refills the batch, for at most
+        ``max_refill_rounds`` rounds. Returns the informative groups, their
+        rewards, the metrics and the seconds spent generating refills."""
+        r = self.cfg["rollout"]
+        if not r["dynamic_sampling"]:
+            return items, groups, rewards, extra, 0.0
+        g, ppu = r["group_size"], r["prompts_per_update"]
+        kept_items, kept_groups, kept_rewards, uniform, sampled = [], [], [], [], list(rewards)
+
+        def sift(its, grs, rws):
+            for k, (it, gr) in enumerate(zip(its, grs)):
+                rs = rws[k * g:(k + 1) * g]
+                if max(rs) - min(rs) > 1e-9:
+                    kept_items.append(it)
+                    kept_groups.append(gr)
+                    kept_rewards.extend(rs)
+                else:
+                    uniform.append(it)
+        sift(items, groups, rewards)
+        rounds, gen_s = 0, 0.0
+        while len(kept_items) < ppu and rounds < r["max_refill_rounds"] and not self._stop.is_set():
+            n = ppu - len(kept_items)
+            t0 = time.monotonic()
+            its, grs = more(n)
+            gen_s += time.monotonic() - t0
+            if len(its) < n:
+                break  # stopping
+            rws, _ = self.score(its, grs)
+            sampled.extend(rws)
+            self.counters["groups_refilled"] += n
+            sift(its, grs, rws)
+            rounds += 1
+        self.counters["groups_dropped_uniform"] += len(uniform)
+        self.prompts.done(uniform)
+        if len(kept_items) < ppu:
+            self.counters["updates_short_after_refill"] += 1
+        extra = dict(extra, reward_mean_sampled=float(np.mean(sampled)), refill_rounds=rounds,
+                     groups_uniform=len(uniform))
+        return kept_items, kept_groups, kept_rewards, extra, gen_s
 
     def evaluate(self) -> Dict[str, Any]:
         """Greedy accuracy on the held-out split with the engine's current weights."""
@@ -852,6 +901,16 @@ class Job:
             groups = self.generate_sync(items)
             t1 = time.monotonic()
             rewards, extra = self.score(items, groups)
+            ntok = sum(len(o["tokens"]) for g in groups for o in g)
+
+            def more(n, salt=[0]):
+                salt[0] += 1
+                its = self.prompts.take(n)
+                grs = self.generate_sync(its, salt[0])
+                nonlocal ntok
+                ntok += sum(len(o["tokens"]) for g in grs for o in g)
+                return its, grs
+            items, groups, rewards, extra, refill_s = self.dynamic_sampling(items, groups, rewards, extra, more)
             t2 = time.monotonic()
             metrics = self.train_on(items, groups, rewards, extra)
             t3 = time.monotonic()
@@ -859,9 +918,9 @@ class Job:
             arrays, version = self._weights
             self.engine.update_weights_from_arrays(arrays, version)
             t4 = time.monotonic()
-            for stage, dt in (("generate", t1 - t0), ("reward", t2 - t1), ("train", t3 - t2), ("sync", t4 - t3)):
+            for stage, dt in (("generate", t1 - t0 + refill_s), ("reward", t2 - t1 - refill_s), ("train", t3 - t2),
+                              ("sync", t4 - t3)):
                 self.times[stage] += dt
-            ntok = sum(len(o["tokens"]) for g in groups for o in g)
             self._after_update(metrics, ntok, t4 - t0)
 
     def loop_async(self) -> str:
@@ -988,37 +1047,53 @@ class Job:
         seed0 = c["run"]["seed"] * 1_000_003
         n_submit = self.update * ppu
         self._next_progress = time.monotonic() + c["run"]["progress_interval_s"]
+
+        def give_out(n: int) -> None:
+            nonlocal n_submit
+            for _ in range(n):
+                item = self.prompts.take(1)[0]
+                W.submit(item, self.encode(item[2]), item[3], (seed0 + n_submit * 7919) % (1 << 62),
+                         self.version if sync else 0)
+                n_submit += 1
         reason = None
         while reason is None:
             reason = self._done()
             if reason:
                 break
             t0 = time.monotonic()
-            while W.in_flight() < lead:
-                item = self.prompts.take(1)[0]
-                W.submit(item, self.encode(item[2]), item[3], (seed0 + n_submit * 7919) % (1 << 62),
-                         self.version if sync else 0)
-                n_submit += 1
+            give_out(lead - W.in_flight())
             batch = W.take(ppu, self._stop)
             for k, v in W.take_counters().items():
                 self.counters[k] += v
             if len(batch) < ppu:
                 continue
+            if not sync:
+                give_out(lead - W.in_flight())  # the workers go on generating while this batch trains
             batch.sort(key=lambda b: b[0])  # in the order given out: sync runs repeat exactly
             t1 = time.monotonic()
             items = [b[1][0] for b in batch]
             groups = [b[2] for b in batch]
             rewards, extra = self.score(items, groups)
+            ntok = sum(len(o["tokens"]) for g in groups for o in g)
+
+            def more(n):
+                nonlocal ntok
+                give_out(n)
+                got = W.take(n, self._stop)
+                got.sort(key=lambda b: b[0])
+                ntok += sum(len(o["tokens"]) for b in got for o in b[2])
+                return [b[1][0] for b in got], [b[2] for b in got]
+            items, groups, rewards, extra, refill_s = self.dynamic_sampling(items, groups, rewards, extra, more)
             t2 = time.monotonic()
             metrics = self.train_on(items, groups, rewards, extra)
             t3 = time.monotonic()
             self.publish()
             W.publish(*self._weights)
             t4 = time.monotonic()
-            for stage, dt in (("generate" if sync else "wait", t1 - t0), ("reward", t2 - t1), ("train", t3 - t2),
-                              ("sync", t4 - t3)):
+            for stage, dt in (("generate" if sync else "wait", t1 - t0 + refill_s), ("reward", t2 - t1 - refill_s),
+                              ("train", t3 - t2), ("sync", t4 - t3)):
                 self.times[stage] += dt
-            self._after_update(metrics, sum(len(o["tokens"]) for g in groups for o in g), t4 - t0)
+            self._after_update(metrics, ntok, t4 - t0)
         # Groups still out are lost; their prompts stay in flight and are
         # given out again after a resume.
         self.counters["groups_lost_at_stop"] += W.in_flight()
