@@ -286,3 +286,63 @@ def test_serve_refuses_bad_arguments(tmp_path):
                       (["--interval", "0"], "--interval")]:
         r = subprocess.run([BIN, "serve", "--port", "0", *map(str, args)], capture_output=True, text=True, timeout=30)
         assert r.returncode != 0 and msg in r.stderr, (args, r.returncode, r.stderr)
+
+
+def test_a_language_model_run_serves_a_dashboard_with_accuracy_and_its_time_split(tmp_path):
+    """`flywheel run` on a language-model config starts `flywheel serve` on
+    the job's /metrics: held-out accuracy, reward, tokens/s and the stacked
+    time split chart live."""
+    browser_or_skip()
+    pytest.importorskip("torch")
+    fw("task", "make", "arith", tmp_path / "arith", "--train", "400", "--test", "40", "--operators", "+")
+    cfg = tmp_path / "lm.toml"
+    cfg.write_text(f"""
+[run]
+max_updates = 100000
+eval_interval = 3
+checkpoint_interval = 1000
+progress_interval_s = 60
+threads = 1
+[data]
+train = "{tmp_path}/arith/train"
+test = "{tmp_path}/arith/test"
+eval_size = 40
+[model]
+hidden_size = 32
+intermediate_size = 64
+layers = 1
+heads = 2
+kv_heads = 1
+max_position_embeddings = 20
+[sft]
+steps = 10
+[rollout]
+group_size = 4
+prompts_per_update = 8
+max_new_tokens = 5
+""")
+    run = Background(["run", cfg, "--run-dir", tmp_path / "run"], r"dashboard on (http://127\.0\.0\.1:\d+/)")
+    try:
+        url = run.match.group(1)
+        out_dir = Path(os.environ.get("FLYWHEEL_TEST_ARTIFACTS", ROOT / "build" / "test-artifacts"))
+        out_dir.mkdir(parents=True, exist_ok=True)
+        shot = out_dir / "lm-run-dashboard.png"
+        cmd = ["node", str(SCRIPT), "--url", url, "--screenshot", str(shot), "--timeout-ms", "90000",
+               "--expect-chart", "chart-lm-quality", "--expect-chart", "chart-lm-stages",
+               "--expect-chart", "chart-throughput"]
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=150, env={**os.environ, "CHROMIUM": CHROMIUM})
+        assert r.returncode == 0, f"browser check failed:\n{r.stderr}\n{r.stdout}"
+        found = json.loads(r.stdout.strip().splitlines()[-1])
+        assert found["ok"] and not found["page_errors"]
+        assert found["charts"]["chart-lm-stages"]["later"]["series"] >= 3, found["charts"]
+        status = json.load(urllib.request.urlopen(url + "api/status", timeout=10))
+        assert all(t["up"] for t in status["targets"]), status
+        metrics = re.search(r"metrics on (http://\S+)", (tmp_path / "run" / "job.log").read_text()).group(1)
+        assert metrics in [t["url"] for t in status["targets"]], status
+    finally:
+        run.proc.send_signal(signal.SIGINT)
+        try:
+            run.proc.communicate(timeout=120)
+        except subprocess.TimeoutExpired:
+            run.proc.kill()
+    assert (tmp_path / "run" / "result.json").exists()

@@ -809,6 +809,9 @@ int ExecPython(const std::string& python_arg, const std::string& module, std::ve
     const char* p = std::getenv("FLYWHEEL_PYTHON");
     python = p != nullptr && *p != '\0' ? p : DefaultPython();
   }
+  // The job finds this binary (its dashboard is `flywheel serve`).
+  std::error_code ec;
+  if (fs::path self = fs::read_symlink("/proc/self/exe", ec); !ec) ::setenv("FLYWHEEL_EXE", self.c_str(), 0);
   std::vector<std::string> argv = {python, "-m", module};
   argv.insert(argv.end(), args.begin(), args.end());
   std::vector<char*> cargv;

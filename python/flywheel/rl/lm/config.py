@@ -51,6 +51,7 @@ SCHEMA: Dict[str, Dict[str, Tuple[type, Any, Optional[Callable[[Any], Optional[s
         "threads": (int, 0, _range(0)),
         "log_rollouts": (int, 0, _range(0)),
         "metrics_port": (int, 0, _range(-1, 65535)),
+        "dashboard_port": (int, 0, _range(-1, 65535)),
     },
     "data": {
         "train": (str, "", _ANY),

@@ -238,6 +238,31 @@ def serve_metrics(job: "Job", port: int):
     return server
 
 
+def start_dashboard(metrics_url: str, port: int) -> Optional[subprocess.Popen]:
+    """``flywheel serve`` charting this job's ``/metrics`` (the binary that
+    started the job: FLYWHEEL_EXE, else ``flywheel`` on the PATH), a child
+    that dies with the job. Prints its address; None when there is no
+    binary."""
+    exe = os.environ.get("FLYWHEEL_EXE") or shutil.which("flywheel")
+    if not exe or not os.access(exe, os.X_OK):
+        _log("no flywheel binary found (FLYWHEEL_EXE): no dashboard; /metrics is served")
+        return None
+    import ctypes  # noqa: F401 (imported here, not in the forked child: _die_with_parent uses it)
+
+    from .reward_pool import _die_with_parent
+    parent = os.getpid()
+    proc = subprocess.Popen([exe, "serve", "--port", str(port), "--scrape", metrics_url, "--interval", "2"],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            preexec_fn=lambda: _die_with_parent(parent))
+
+    def relay():
+        for line in proc.stdout:
+            if "dashboard on" in line:
+                _log(line.strip().replace("flywheel serve: ", ""))
+    threading.Thread(target=relay, name="flywheel-dashboard-log", daemon=True).start()
+    return proc
+
+
 # ------------------------------------------------------------------ reward
 def _make_verifier(rc: Dict[str, Any]):
     """fn(response_text, answer) -> float for the reward pool (module-level
@@ -828,9 +853,13 @@ class Job:
                 import flywheel
                 crun.add_input(flywheel.Table.open(c["data"]["test"]), {"role": "evaluation only"})
             resumed = self.build()
+            self._dashboard = None
             if c["run"]["metrics_port"] >= 0:
                 srv = serve_metrics(self, c["run"]["metrics_port"])
-                _log(f"metrics on http://127.0.0.1:{srv.server_address[1]}/metrics")
+                url = f"http://127.0.0.1:{srv.server_address[1]}/metrics"
+                _log(f"metrics on {url}")
+                if c["run"]["dashboard_port"] >= 0:
+                    self._dashboard = start_dashboard(url, c["run"]["dashboard_port"])
             self.elapsed_before = self.times.get("elapsed_s", 0.0)
             if self.first_eval is None:
                 ev = self.evaluate()
@@ -1121,6 +1150,9 @@ class Job:
         self.pool.close()
         if self.workers is not None:
             self.workers.close()
+        if getattr(self, "_dashboard", None) is not None:
+            self._dashboard.terminate()
+            self._dashboard.wait(timeout=10)
 
 
 def _shard(rollouts, correct, group_size: int, rank: int, world: int):

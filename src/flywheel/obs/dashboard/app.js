@@ -15,12 +15,20 @@
   const THROUGHPUT = ['flywheel_loader_rows_total', 'flywheel_replay_inserts_total',
     'flywheel_replay_samples_total', 'flywheel_env_steps_total', 'flywheel_actor_env_steps_total',
     'flywheel_run_env_steps_total', 'flywheel_run_learner_updates_total',
-    'flywheel_ingest_rows_total', 'flywheel_table_rows_written_total'];
+    'flywheel_ingest_rows_total', 'flywheel_table_rows_written_total',
+    'flywheel_lm_tokens_generated_total', 'flywheel_lm_tokens_trained_total'];
+  // The stages of a language-model job (flywheel_lm_stage_seconds_total), in stacking order.
+  const LM_STAGES = ['generate', 'reward', 'train', 'sync', 'eval', 'checkpoint', 'wait'];
+  const LM_STAGE_COLORS = { generate: '#2459d6', reward: '#b08900', train: '#2b9a66', sync: '#7048e8',
+    eval: '#0c8599', checkpoint: '#5c6b80', wait: '#adb5bd' };
   const FAMILY_NAMES = {
     flywheel_replay_insert_blocked_seconds_sum: 'insert blocked',
     flywheel_replay_sample_blocked_seconds_sum: 'sample blocked',
     flywheel_replay_blocked_callers: 'blocked callers',
     flywheel_replay_size: 'size',
+    flywheel_lm_eval_accuracy: 'held-out accuracy',
+    flywheel_lm_tokens_generated_total: 'LM tokens generated',
+    flywheel_lm_tokens_trained_total: 'LM tokens trained',
   };
 
   const S = {
@@ -322,6 +330,13 @@
       left: { kind: 'pct' }, right: { unit: ' callers', integer: true },
     }),
     'chart-loader-stalls': loaderStages,
+    'chart-lm-quality': () => ({
+      lines: seriesNamed(['flywheel_lm_eval_accuracy', 'flywheel_lm_update'])
+        .filter((s) => s.name !== 'flywheel_lm_update' || s.labels.stat === 'reward_mean')
+        .map((s) => seriesLine(s, s.points, s.name === 'flywheel_lm_update' ? { dash: true } : {})),
+      left: {},
+    }),
+    'chart-lm-stages': lmStages,
     'chart-policy-lag': () => ({
       lines: seriesNamed(['flywheel_run_policy_lag']).sort((a, b) => quantileRank(a) - quantileRank(b))
         .map((s) => seriesLine(s, s.points)),
@@ -378,6 +393,27 @@
     });
     const note = loaders.size > 1 ? 'sum over ' + loaders.size + ' tables\' loaders' : null;
     return { lines, stacked: true, left: { kind: 'pct' }, note };
+  }
+  // Share of a language-model job's wall time per stage, aligned on the
+  // scrape grid (summed over jobs) so the layers can be stacked.
+  function lmStages() {
+    const byStage = new Map(), when = new Map();
+    for (const s of seriesNamed(['flywheel_lm_stage_seconds_total'])) {
+      const stage = String(s.labels.stage ?? '');
+      if (!byStage.has(stage)) byStage.set(stage, new Map());
+      const m = byStage.get(stage);
+      for (const [t, v] of rate(s.points, 100)) {
+        const b = Math.round(t / S.interval);
+        m.set(b, (m.get(b) || 0) + v);
+        when.set(b, Math.max(when.get(b) || 0, t));
+      }
+    }
+    const buckets = [...when.keys()].sort((a, b) => a - b);
+    const rank = (x) => { const i = LM_STAGES.indexOf(x); return i < 0 ? LM_STAGES.length : i; };
+    const lines = [...byStage.keys()].sort((a, b) => rank(a) - rank(b) || a.localeCompare(b)).map((stage) => ({
+      key: 'lm\u0001' + stage, label: stage, color: LM_STAGE_COLORS[stage],
+      points: buckets.map((b) => [when.get(b), byStage.get(stage).get(b) || 0]) }));
+    return { lines, stacked: true, left: { kind: 'pct' } };
   }
   function stageRank(s) {
     const i = STAGES.indexOf(s);
