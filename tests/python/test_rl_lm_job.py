@@ -11,6 +11,7 @@ import subprocess
 import sys
 import time
 
+import numpy as np
 import pytest
 
 pytest.importorskip("torch")
@@ -306,6 +307,26 @@ def test_data_parallel_learners_in_the_job(tmp_path, arith):
     assert res["updates"] == 4
     assert any(m.get("updated") for m in _lines(run / "metrics.jsonl"))
 
+    # The same run under torchrun (two ranks it starts; rank 0 is the job):
+    # the same weights.
+    import flywheel
+    env = {**os.environ, "PYTHONPATH": os.path.dirname(os.path.dirname(flywheel.__file__)),
+           "FLYWHEEL_EXE": FLYWHEEL}
+    run2 = tmp_path / "run-torchrun"
+    r2 = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
+                         "-m", "flywheel.rl.lm.job", cfg, "--run-dir", str(run2)],
+                        capture_output=True, text=True, timeout=600, env=env)
+    assert r2.returncode == 0, r2.stdout + r2.stderr
+    assert "data-parallel learners: 2 ranks (gloo, torchrun)" in r2.stdout
+    from safetensors.numpy import load_file
+
+    def final(d):
+        return load_file(str(sorted((d / "checkpoints").iterdir())[-1] / "model" / "model.safetensors"))
+    a, b = final(run), final(run2)
+    assert a.keys() == b.keys()
+    for k in a:
+        np.testing.assert_allclose(a[k], b[k], rtol=0, atol=1e-6, err_msg=k)
+
 
 def test_ppo_and_rloo_jobs_run(tmp_path, arith):
     for algorithm in ("ppo", "rloo"):
@@ -428,3 +449,20 @@ def test_masked_tokens_get_no_loss():
         grads.append((m["loss"], [p.grad.clone() for p in model.parameters()]))
     assert grads[0][0] == grads[1][0]
     assert all(torch.equal(a, b) for a, b in zip(grads[0][1], grads[1][1]))
+
+
+def test_launchers_are_recognised_and_a_missing_rendezvous_is_named(monkeypatch):
+    from flywheel.rl.lm import config as lmconfig
+    from flywheel.rl.lm.job import launched_by
+    for k in ("RANK", "WORLD_SIZE", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "PMI_RANK", "PMI_SIZE",
+              "MASTER_ADDR", "MASTER_PORT"):
+        monkeypatch.delenv(k, raising=False)
+    assert launched_by() is None
+    monkeypatch.setenv("OMPI_COMM_WORLD_RANK", "1")
+    monkeypatch.setenv("OMPI_COMM_WORLD_SIZE", "4")
+    with pytest.raises(lmconfig.ConfigError, match="mpirun as rank 1 of 4, but MASTER_ADDR and MASTER_PORT are not"):
+        launched_by()
+    monkeypatch.setenv("MASTER_ADDR", "10.0.0.1")
+    monkeypatch.setenv("MASTER_PORT", "29500")
+    assert launched_by() == ("mpirun", 1, 4)
+    assert os.environ["RANK"] == "1" and os.environ["WORLD_SIZE"] == "4"  # what env:// reads

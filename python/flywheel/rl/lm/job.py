@@ -796,16 +796,22 @@ class Job:
         self.helpers: List[subprocess.Popen] = []
         if self.world == 1:
             return
-        init = os.path.join(self.run_dir, f"dist-init-{os.getpid()}-{time.monotonic_ns()}")
-        for rank in range(1, self.world):
-            self.helpers.append(subprocess.Popen(
-                [sys.executable, "-m", "flywheel.rl.lm.job", self.config_path, "--run-dir", self.run_dir,
-                 "--learner-rank", str(rank), "--dist-init", init, "--child"]))
-        dist.init_process_group("gloo", init_method="file://" + init, rank=0, world_size=self.world)
+        launcher = launched_by()
+        if launcher is not None:
+            # torchrun / mpirun started the other ranks (on this or other hosts).
+            init_method = "env://"
+        else:
+            init = os.path.join(self.run_dir, f"dist-init-{os.getpid()}-{time.monotonic_ns()}")
+            init_method = "file://" + init
+            for rank in range(1, self.world):
+                self.helpers.append(subprocess.Popen(
+                    [sys.executable, "-m", "flywheel.rl.lm.job", self.config_path, "--run-dir", self.run_dir,
+                     "--learner-rank", str(rank), "--dist-init", init_method, "--child"]))
+        dist.init_process_group("gloo", init_method=init_method, rank=0, world_size=self.world)
         # Every rank starts from this one's weights and optimizer state.
         dist.broadcast_object_list([{"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict()}],
                                    src=0)
-        _log(f"data-parallel learners: {self.world} ranks (gloo)")
+        _log(f"data-parallel learners: {self.world} ranks (gloo{', ' + launcher[0] if launcher else ''})")
 
     def learner_step(self, rollouts, correct):
         if getattr(self, "world", 1) == 1:
@@ -1162,19 +1168,40 @@ def _shard(rollouts, correct, group_size: int, rank: int, world: int):
     return rollouts[lo:hi], (correct[lo:hi] if correct is not None else None)
 
 
-def learner_helper(cfg: Dict[str, Dict[str, Any]], config_path: str, run_dir: str, rank: int, init: str) -> int:
+def launched_by() -> Optional[Tuple[str, int, int]]:
+    """``(launcher, rank, world size)`` when torchrun or mpirun started this
+    process as one of several ranks, else None. torchrun sets RANK,
+    WORLD_SIZE, MASTER_ADDR and MASTER_PORT; under mpirun (Open MPI's
+    OMPI_COMM_WORLD_*, or PMI_RANK / PMI_SIZE) MASTER_ADDR and MASTER_PORT
+    must be given (``mpirun -x MASTER_ADDR=host0 -x MASTER_PORT=29500``)."""
+    env = os.environ
+    for launcher, rk, ws in (("mpirun", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"),
+                             ("mpirun", "PMI_RANK", "PMI_SIZE"),
+                             ("torchrun", "RANK", "WORLD_SIZE")):
+        if rk in env and ws in env and int(env[ws]) > 1:
+            missing = [k for k in ("MASTER_ADDR", "MASTER_PORT") if not env.get(k)]
+            if missing:
+                raise lmconfig.ConfigError(f"started by {launcher} as rank {env[rk]} of {env[ws]}, but "
+                                           f"{' and '.join(missing)} {'is' if len(missing) == 1 else 'are'} "
+                                           "not set (the address of rank 0, for torch.distributed)")
+            env.setdefault("RANK", env[rk])
+            env.setdefault("WORLD_SIZE", env[ws])
+            return launcher, int(env[rk]), int(env[ws])
+    return None
+
+
+def learner_helper(cfg: Dict[str, Dict[str, Any]], config_path: str, run_dir: str, rank: int,
+                   init_method: str) -> int:
     """Rank ``rank`` > 0 of a data-parallel learner: the model and optimizer
     of rank 0, then one GRPO step on its share of each update's groups."""
     import torch
     import torch.distributed as dist
 
-    from .reward_pool import _die_with_parent
-    _die_with_parent(os.getppid())
     job = Job(cfg, run_dir)
     job.config_path = config_path
     torch.set_num_threads(cfg["run"]["threads"])
     job.setup_model_only()
-    dist.init_process_group("gloo", init_method="file://" + init, rank=rank, world_size=cfg["learner"]["world_size"])
+    dist.init_process_group("gloo", init_method=init_method, rank=rank, world_size=cfg["learner"]["world_size"])
     box = [None]
     dist.broadcast_object_list(box, src=0)
     job.model.load_state_dict(box[0]["model"])
@@ -1257,6 +1284,25 @@ def main(argv: Optional[List[str]] = None) -> int:
             return 2
         cfg["run"]["threads"] = 1
     run_dir = args.run_dir or cfg["run"]["run_dir"] or os.path.join("runs", cfg["run"]["name"])
+    try:
+        launcher = launched_by()
+    except lmconfig.ConfigError as e:
+        print(f"flywheel run: {e}", file=sys.stderr)
+        return 2
+    if launcher is not None:
+        # One rank of torchrun / mpirun: the launcher supervises (torchrun
+        # --max-restarts); rank 0 is the job, the others its learner helpers.
+        name, rank, world = launcher
+        cfg["learner"]["world_size"] = world
+        if cfg["learner"]["algorithm"] == "ppo":
+            print("flywheel run: data-parallel learners run GRPO, Dr. GRPO or RLOO (PPO whitens per batch)",
+                  file=sys.stderr)
+            return 2
+        if rank > 0:
+            return learner_helper(cfg, args.config, run_dir, rank, "env://")
+        args.child = True
+        os.makedirs(run_dir, exist_ok=True)
+        shutil.copy(args.config, os.path.join(run_dir, "config.toml"))
     if not args.child and os.path.isdir(run_dir):
         ours = os.path.exists(os.path.join(run_dir, "config.toml")) or not os.listdir(run_dir)
         if args.fresh:
@@ -1276,6 +1322,8 @@ def main(argv: Optional[List[str]] = None) -> int:
               (["--max-updates", str(args.max_updates)] if args.max_updates else [])
         return supervise(fwd, run_dir)
     if args.learner_rank:
+        from .reward_pool import _die_with_parent
+        _die_with_parent(os.getppid())
         return learner_helper(cfg, args.config, run_dir, args.learner_rank, args.dist_init)
     job = Job(cfg, run_dir, args.deterministic)
     job.config_path = args.config
