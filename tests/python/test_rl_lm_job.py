@@ -154,8 +154,10 @@ def test_shrunk_grpo_run_raises_held_out_accuracy_and_records_lineage(tmp_path, 
 
 
 def test_kill_9_mid_run_resumes_and_no_prompt_repeats_or_is_skipped(tmp_path, arith):
-    # 3000 / 16 = 187.5 updates per epoch: 60 updates stay in epoch 0.
-    cfg = _config(tmp_path / "kill.toml", arith, run__max_updates=60, run__checkpoint_interval=10,
+    # 3000 / 16 = 187.5 updates per epoch: 150 updates stay in epoch 0 (and
+    # take long enough that the kill lands mid-run on a fast machine).
+    n = 150
+    cfg = _config(tmp_path / "kill.toml", arith, run__max_updates=n, run__checkpoint_interval=10,
                   run__eval_interval=1000, sft__steps=20)
     run = tmp_path / "run"
     p = subprocess.Popen([FLYWHEEL, "run", cfg, "--run-dir", str(run)], stdout=subprocess.PIPE,
@@ -188,19 +190,19 @@ def test_kill_9_mid_run_resumes_and_no_prompt_repeats_or_is_skipped(tmp_path, ar
     assert p.returncode == 0, out
     assert "died of signal 9; resuming" in out and "resumed from" in out, out
     res = json.loads((run / "result.json").read_text())
-    assert res["updates"] == 60 and res["counters"]["resumes"] == 1
+    assert res["updates"] == n and res["counters"]["resumes"] == 1
     lin = json.loads((sorted((run / "checkpoints").iterdir())[-1] / "lineage.json").read_text())
     rows = lin["train"]["trained_rows"]["0"]
-    assert len(rows) == 60 * 16, len(rows)
+    assert len(rows) == n * 16, len(rows)
     assert len(set(rows)) == len(rows), "a prompt was trained on twice within the epoch"
-    # None skipped: the rows trained are exactly the first 960 of the epoch's order.
+    # None skipped: the rows trained are exactly the first n * 16 of the epoch's order.
     import flywheel
     order = flywheel.Loader(f"{arith}/train", batch_size=16, columns=["prompt"], seed=1, num_threads=1,
                             return_indices=True)
-    first = [int(i) for _, b in zip(range(60), order) for i in b["__index__"]]
+    first = [int(i) for _, b in zip(range(n), order) for i in b["__index__"]]
     assert sorted(first) == sorted(rows)
     metrics = _lines(run / "metrics.jsonl")
-    assert metrics[-1]["update"] == 60
+    assert metrics[-1]["update"] == n
 
 
 def test_kill_9_of_a_rollout_worker_loses_its_groups_and_no_prompt(tmp_path, arith):
