@@ -58,6 +58,7 @@
 #include "flywheel/rl/actor.h"
 #include "flywheel/rl/run_config.h"
 #include "flywheel/rl/service/weight_service.h"
+#include "flywheel/rl/supervisor.h"
 #include "nlohmann/json.hpp"
 
 namespace flywheel::cli {
@@ -135,38 +136,6 @@ sigset_t BlockSignals() {
   return set;
 }
 
-// Starts `argv` with stdout and stderr appended to `log`; returns its pid.
-Result<pid_t> Spawn(const std::vector<std::string>& argv, const std::string& log) {
-  std::vector<char*> cargv;
-  for (const auto& a : argv) cargv.push_back(const_cast<char*>(a.c_str()));
-  cargv.push_back(nullptr);
-  const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-  if (fd < 0) return absl::InternalError(absl::StrCat("cannot open ", log, ": ", std::strerror(errno)));
-  const pid_t pid = fork();
-  if (pid < 0) {
-    ::close(fd);
-    return absl::InternalError(absl::StrCat("fork: ", std::strerror(errno)));
-  }
-  if (pid == 0) {
-    sigset_t all;
-    sigfillset(&all);
-    pthread_sigmask(SIG_UNBLOCK, &all, nullptr);
-    dup2(fd, 1);
-    dup2(fd, 2);
-    execvp(cargv[0], cargv.data());
-    std::fprintf(stderr, "flywheel run: cannot start %s: %s\n", cargv[0], std::strerror(errno));
-    _exit(127);
-  }
-  ::close(fd);
-  return pid;
-}
-
-std::string ExitText(int status) {
-  if (WIFEXITED(status)) return absl::StrCat("exit code ", WEXITSTATUS(status));
-  if (WIFSIGNALED(status)) return absl::StrCat("signal ", WTERMSIG(status), " (", strsignal(WTERMSIG(status)), ")");
-  return "unknown status";
-}
-
 // The last line of a file (up to 64 KiB back), or "".
 std::string LastLine(const std::string& path) {
   std::ifstream f(path, std::ios::binary | std::ios::ate);
@@ -179,17 +148,6 @@ std::string LastLine(const std::string& path) {
   while (!tail.empty() && tail.back() == '\n') tail.pop_back();
   const size_t nl = tail.rfind('\n');
   return nl == std::string::npos ? tail : tail.substr(nl + 1);
-}
-
-std::string Tail(const std::string& path, int lines) {
-  std::ifstream f(path);
-  std::vector<std::string> all;
-  for (std::string l; std::getline(f, l);) all.push_back(l);
-  std::string out;
-  for (size_t i = all.size() > static_cast<size_t>(lines) ? all.size() - lines : 0; i < all.size(); ++i) {
-    absl::StrAppend(&out, "    ", all[i], "\n");
-  }
-  return out;
 }
 
 Status WriteAtomically(const std::string& path, const std::string& text) {
@@ -271,19 +229,12 @@ int RunActorRole(const rl::RunConfig& c, const RunArgs& a, const std::string& ru
 
 // ------------------------------------------------------------------- head
 
-struct Child {
-  std::string name;  // "learner" or "actor 3"
-  int actor_id = -1;
-  pid_t pid = -1;
-  int restarts = 0;
-  Clock::time_point started;
-  std::optional<Clock::time_point> restart_at;  // scheduled restart
-  bool finished = false;                         // exited and not to be restarted
-};
-
-class Supervisor {
+// The launcher of a classic-control run: the replay and weight server, the
+// learner and the local actors as child processes (rl::Supervisor restarts
+// them), progress, metrics and the summary.
+class RunLauncher {
  public:
-  Supervisor(rl::RunConfig c, RunArgs a, std::string run_dir, int local_actors)
+  RunLauncher(rl::RunConfig c, RunArgs a, std::string run_dir, int local_actors)
       : c_(std::move(c)), a_(std::move(a)), run_dir_(std::move(run_dir)), local_actors_(local_actors) {}
 
   int Run() {
@@ -307,16 +258,13 @@ class Supervisor {
       metrics_ = std::move(*m);
     }
     std::fflush(stdout);
-    learner_.name = "learner";
-    if (Status s = Start(learner_); !s.ok()) return Fail(s);
+    learner_ = procs_.Add("learner", [this](int) { return Argv(-1, 0); }, run_dir_ + "/learner.log");
     for (int i = 0; i < local_actors_; ++i) {
-      Child ch;
-      ch.name = absl::StrCat("actor ", i);
-      ch.actor_id = i;
-      actors_.push_back(ch);
+      actors_.push_back(procs_.Add(absl::StrCat("actor ", i), [this, i](int restarts) { return Argv(i, restarts); },
+                                   absl::StrCat(run_dir_, "/actor-", i, ".log")));
     }
-    for (Child& ch : actors_) {
-      if (Status s = Start(ch); !s.ok()) {
+    for (size_t id = 0; id < procs_.size(); ++id) {
+      if (Status s = procs_.Start(static_cast<int>(id)); !s.ok()) {
         StopAll();
         return Fail(s);
       }
@@ -339,7 +287,11 @@ class Supervisor {
       }
       rc = Reap();
       if (rc >= 0) break;
-      RestartDue();
+      if (procs_.RestartDue([this](int id, const Status& s) {
+            std::printf("flywheel run: restarting %s: %s\n", procs_.name(id).c_str(), std::string(s.message()).c_str());
+          }) > 0) {
+        WritePids();
+      }
       if (Clock::now() >= next_publish) {
         PublishMetrics();
         next_publish = Clock::now() + std::chrono::seconds(1);
@@ -372,137 +324,72 @@ class Supervisor {
     return Status();
   }
 
-  std::vector<std::string> Argv(const Child& ch) const {
-    if (ch.actor_id < 0) {
+  // The learner's command (actor < 0) or actor `actor`'s.
+  std::vector<std::string> Argv(int actor, int restarts) const {
+    if (actor < 0) {
       std::vector<std::string> v = {python_, "-m", "flywheel.rl.learner", a_.config, "--address",
                                     server_->address(), "--run-dir", run_dir_};
       if (a_.deterministic) v.push_back("--deterministic");
       return v;
     }
     std::vector<std::string> v = {SelfExe(), "run", a_.config, "--role", "actor", "--address", server_->address(),
-                                  "--actor-id", std::to_string(ch.actor_id), "--restart",
-                                  std::to_string(ch.restarts), "--run-dir", run_dir_};
+                                  "--actor-id", std::to_string(actor), "--restart",
+                                  std::to_string(restarts), "--run-dir", run_dir_};
     if (a_.deterministic) v.push_back("--deterministic");
     return v;
-  }
-
-  std::string LogPath(const Child& ch) const {
-    return ch.actor_id < 0 ? run_dir_ + "/learner.log" : absl::StrCat(run_dir_, "/actor-", ch.actor_id, ".log");
-  }
-
-  Status Start(Child& ch) {
-    FW_ASSIGN_OR_RETURN(ch.pid, Spawn(Argv(ch), LogPath(ch)));
-    ch.started = Clock::now();
-    ch.restart_at.reset();
-    WritePids();
-    return Status();
   }
 
   void WritePids() {
     nlohmann::json j;
     j["launcher"] = static_cast<int64_t>(getpid());
-    j["learner"] = static_cast<int64_t>(learner_.pid);
-    j["learner_restarts"] = learner_.restarts;
+    j["learner"] = static_cast<int64_t>(procs_.pid(learner_));
+    j["learner_restarts"] = procs_.restarts(learner_);
     nlohmann::json actors = nlohmann::json::array();
-    for (const Child& ch : actors_) actors.push_back({{"pid", ch.pid}, {"restarts", ch.restarts}});
+    for (int id : actors_) actors.push_back({{"pid", procs_.pid(id)}, {"restarts", procs_.restarts(id)}});
     j["actors"] = actors;
     j["address"] = server_->address();
     WriteAtomically(run_dir_ + "/pids.json", j.dump()).IgnoreError();
   }
 
-  // Backoff before restart number `n` (1, 2, 4 ... 30 s; 1 s again after a
-  // child ran a minute).
-  static std::chrono::milliseconds Backoff(const Child& ch) {
-    if (Seconds(ch.started) > 60) return std::chrono::milliseconds(1000);
-    const int n = std::min(ch.restarts, 5);
-    return std::chrono::milliseconds(std::min(30000, 1000 << n));
-  }
-
   // Handles exited children; returns the launcher's exit code once the run
   // is over, else -1.
   int Reap() {
-    for (;;) {
-      int status = 0;
-      const pid_t pid = waitpid(-1, &status, WNOHANG);
-      if (pid <= 0) return -1;
-      Child* ch = nullptr;
-      if (pid == learner_.pid) ch = &learner_;
-      for (Child& a : actors_) {
-        if (a.pid == pid) ch = &a;
-      }
-      if (ch == nullptr) continue;
-      ch->pid = -1;
-      const bool clean = WIFEXITED(status) && WEXITSTATUS(status) == 0;
-      if (ch == &learner_) {
-        if (clean) return Finish();
+    for (const rl::Supervisor::Exit& e : procs_.Reap()) {
+      const int status = e.status;
+      const bool learner = e.id == learner_;
+      const std::string& log = procs_.log(e.id);
+      if (learner) {
+        if (e.clean()) return Finish();
         if (WIFEXITED(status) && WEXITSTATUS(status) == 2) {
-          std::printf("flywheel run: the learner refused the configuration:\n%s", Tail(LogPath(learner_), 5).c_str());
+          std::printf("flywheel run: the learner refused the configuration:\n%s", rl::TailLines(log, 5).c_str());
           StopAll();
           return 2;
         }
-        if (learner_.restarts >= kMaxLearnerRestarts) {
+        if (procs_.restarts(learner_) >= kMaxLearnerRestarts) {
           std::printf("flywheel run: the learner died (%s) %d times; giving up. Last lines of %s:\n%s",
-                      ExitText(status).c_str(), learner_.restarts + 1, LogPath(learner_).c_str(),
-                      Tail(LogPath(learner_), 10).c_str());
+                      rl::ExitText(status).c_str(), procs_.restarts(learner_) + 1, log.c_str(),
+                      rl::TailLines(log, 10).c_str());
           StopAll();
           return 1;
         }
-      }
-      if (ch != &learner_ && clean) {
-        ch->finished = true;  // the table closed: the run is ending
+      } else if (e.clean()) {
+        procs_.MarkFinished(e.id);  // the table closed: the run is ending
         continue;
       }
-      const auto wait = Backoff(*ch);
-      ++ch->restarts;
-      ch->restart_at = Clock::now() + wait;
-      std::printf("flywheel run: %s died (%s); %s in %.0f s (restart %d). Last lines of %s:\n%s", ch->name.c_str(),
-                  ExitText(status).c_str(),
-                  ch == &learner_ ? "resuming it from its last checkpoint" : "restarting it",
-                  std::chrono::duration<double>(wait).count(), ch->restarts, LogPath(*ch).c_str(),
-                  Tail(LogPath(*ch), 3).c_str());
+      const auto wait = procs_.ScheduleRestart(e.id);
+      std::printf("flywheel run: %s died (%s); %s in %.0f s (restart %d). Last lines of %s:\n%s",
+                  procs_.name(e.id).c_str(), rl::ExitText(status).c_str(),
+                  learner ? "resuming it from its last checkpoint" : "restarting it",
+                  std::chrono::duration<double>(wait).count(), procs_.restarts(e.id), log.c_str(),
+                  rl::TailLines(log, 3).c_str());
       std::fflush(stdout);
     }
+    return -1;
   }
 
-  void RestartDue() {
-    for (Child* ch : All()) {
-      if (ch->pid < 0 && !ch->finished && ch->restart_at && Clock::now() >= *ch->restart_at) {
-        if (Status s = Start(*ch); !s.ok()) {
-          std::printf("flywheel run: restarting %s: %s\n", ch->name.c_str(), std::string(s.message()).c_str());
-          ch->restart_at = Clock::now() + std::chrono::seconds(5);
-        }
-      }
-    }
-  }
-
-  std::vector<Child*> All() {
-    std::vector<Child*> v = {&learner_};
-    for (Child& a : actors_) v.push_back(&a);
-    return v;
-  }
-
-  // SIGTERM to every child, then SIGKILL to those still there after 15 s.
+  // SIGTERM to every child, SIGKILL to those still there after 15 s; then the server stops.
   void StopAll() {
-    for (Child* ch : All()) {
-      if (ch->pid > 0) kill(ch->pid, SIGTERM);
-    }
-    const Clock::time_point deadline = Clock::now() + std::chrono::seconds(15);
-    for (Child* ch : All()) {
-      while (ch->pid > 0) {
-        int status = 0;
-        const pid_t r = waitpid(ch->pid, &status, WNOHANG);
-        if (r == ch->pid || r < 0) {
-          ch->pid = -1;
-        } else if (Clock::now() >= deadline) {
-          kill(ch->pid, SIGKILL);
-          waitpid(ch->pid, &status, 0);
-          ch->pid = -1;
-        } else {
-          usleep(20 * 1000);
-        }
-      }
-      ch->finished = true;
-    }
+    procs_.StopAll();
     server_->Stop();
   }
 
@@ -640,10 +527,10 @@ class Supervisor {
             ->Set(static_cast<double>(window.rbegin()->first));
       }
     }
-    int up = 0, restarts = learner_.restarts;
-    for (const Child& a : actors_) {
-      up += a.pid > 0 ? 1 : 0;
-      restarts += a.restarts;
+    int up = 0, restarts = procs_.restarts(learner_);
+    for (int id : actors_) {
+      up += procs_.pid(id) > 0 ? 1 : 0;
+      restarts += procs_.restarts(id);
     }
     Metrics().GetGauge("flywheel_run_actors_up", "Actor processes running")->Set(up);
     advance(counter("flywheel_run_restarts_total", "Actor and learner restarts by the supervisor"), restarts,
@@ -670,10 +557,10 @@ class Supervisor {
       }
       lag = absl::StrFormat("max %d, dropped %d", max_lag, st.value("dropped", int64_t{0}));
     }
-    int up = 0, restarts = learner_.restarts;
-    for (const Child& a : actors_) {
-      up += a.pid > 0 ? 1 : 0;
-      restarts += a.restarts;
+    int up = 0, restarts = procs_.restarts(learner_);
+    for (int id : actors_) {
+      up += procs_.pid(id) > 0 ? 1 : 0;
+      restarts += procs_.restarts(id);
     }
     const replay::TableInfo info = table_->Info();
     std::printf(
@@ -689,12 +576,9 @@ class Supervisor {
     const double wall = Seconds(start_);
     // The learner closed the table: actors stop on their own.
     for (int i = 0; i < 50; ++i) {
+      procs_.Reap();
       bool any = false;
-      for (Child& a : actors_) {
-        int status = 0;
-        if (a.pid > 0 && waitpid(a.pid, &status, WNOHANG) == a.pid) a.pid = -1;
-        any = any || a.pid > 0;
-      }
+      for (int id : actors_) any = any || procs_.pid(id) > 0;
       if (!any) break;
       usleep(100 * 1000);
     }
@@ -717,9 +601,9 @@ class Supervisor {
                               {"result", result},
                               {"learner", m},
                               {"actor_totals", actors},
-                              {"learner_restarts", learner_.restarts}};
+                              {"learner_restarts", procs_.restarts(learner_)}};
     int actor_restarts = 0;
-    for (const Child& a : actors_) actor_restarts += a.restarts;
+    for (int id : actors_) actor_restarts += procs_.restarts(id);
     summary["actor_restarts"] = actor_restarts;
     WriteAtomically(run_dir_ + "/summary.json", summary.dump(2)).IgnoreError();
     const std::string reason = result.value("reason", std::string("finished"));
@@ -762,8 +646,9 @@ class Supervisor {
     double restarts = 0;
     std::map<std::string, double> actor_sum;  // every actor's work, restarts included
   } published_;
-  Child learner_;
-  std::vector<Child> actors_;
+  rl::Supervisor procs_;
+  int learner_ = -1;
+  std::vector<int> actors_;
   Clock::time_point start_;
 
  public:
@@ -878,7 +763,7 @@ int Run(RunArgs a) {
   }
   if (Status s = PrepareRunDir(run_dir, a.config, a.fresh); !s.ok()) return Fail(s);
   SetPythonPath();
-  Supervisor sup(c, a, run_dir, role == "all" ? c.actors : 0);
+  RunLauncher sup(c, a, run_dir, role == "all" ? c.actors : 0);
   if (!a.python.empty()) {
     sup.set_python(a.python);
   } else if (const char* p = std::getenv("FLYWHEEL_PYTHON"); p != nullptr && *p != '\0') {
