@@ -450,7 +450,7 @@ TEST_F(TableConcurrencyTest, DeleteRacingCompactionHasOneWinnerAndLosesNoRows) {
           Send(fd, MakeReport(0, -1, absl::DeadlineExceededError("barrier never released")));
           return 1;
         }
-        Status s = deleter ? (*t)->Delete(doomed) : (*t)->Compact().status();
+        Status s = deleter ? (*t)->Delete(doomed) : Status((*t)->Compact().status());
         Send(fd, MakeReport(s.ok() ? (*t)->version() : 0, 0, s));
         return 0;
       };

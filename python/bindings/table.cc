@@ -340,7 +340,7 @@ class PyTable {
           },
           [&](RecordBatch b) -> Status {
             FW_ASSIGN_OR_RETURN(RecordBatch c, format::ConformImported(std::move(b), schema, what));
-            return c.num_rows == 0 ? absl::OkStatus() : txn->Write(c);
+            return c.num_rows == 0 ? Status() : txn->Write(c);
           }));
       const int64_t rows = txn->rows();
       if (rows > 0) ThrowIfError(txn->Commit(Commit(std::move(properties))));
@@ -368,7 +368,7 @@ class PyTable {
         [&](RecordBatch b) -> Status {
           FW_ASSIGN_OR_RETURN(RecordBatch c,
                               format::ConformImported(std::move(b), t->schema(), absl::StrCat("create ", path)));
-          return c.num_rows == 0 ? absl::OkStatus() : txn->Write(c);
+          return c.num_rows == 0 ? Status() : txn->Write(c);
         });
     if (st.ok() && txn->rows() > 0) st = txn->Commit(Commit(properties));
     txn.reset();

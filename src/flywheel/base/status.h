@@ -8,6 +8,7 @@
 // Thread-safety: everything here is stateless.
 #pragma once
 
+#include <ostream>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -18,7 +19,37 @@
 
 namespace flywheel {
 
-using Status = absl::Status;
+// absl::Status, marked [[nodiscard]]: a call whose Status is dropped does
+// not compile (our code builds with -Werror). absl::Status is final, so this
+// holds one; it converts both ways, implicitly, and forwards absl::Status's
+// members. Drop one on purpose with `.IgnoreError()`.
+class [[nodiscard]] Status {
+ public:
+  Status() = default;
+  Status(const absl::Status& s) : s_(s) {}        // NOLINT(google-explicit-constructor)
+  Status(absl::Status&& s) : s_(std::move(s)) {}  // NOLINT(google-explicit-constructor)
+  Status(absl::StatusCode code, absl::string_view msg) : s_(code, msg) {}
+  operator const absl::Status&() const& { return s_; }  // NOLINT(google-explicit-constructor)
+  operator absl::Status() && { return std::move(s_); }  // NOLINT(google-explicit-constructor)
+
+  bool ok() const { return s_.ok(); }
+  absl::StatusCode code() const { return s_.code(); }
+  int raw_code() const { return s_.raw_code(); }
+  absl::string_view message() const { return s_.message(); }
+  std::string ToString() const { return s_.ToString(); }
+  void IgnoreError() const {}
+  void Update(const Status& other) { s_.Update(other.s_); }
+  const absl::Status& absl() const { return s_; }
+
+  friend bool operator==(const Status& a, const Status& b) { return a.s_ == b.s_; }
+  friend bool operator==(const Status& a, const absl::Status& b) { return a.s_ == b; }
+  friend std::ostream& operator<<(std::ostream& os, const Status& s) { return os << s.s_; }
+  template <typename Sink>
+  friend void AbslStringify(Sink& sink, const Status& s) { sink.Append(s.s_.ToString()); }
+
+ private:
+  absl::Status s_;
+};
 template <typename T>
 using Result = absl::StatusOr<T>;
 

@@ -29,9 +29,9 @@ std::string TempDir(const std::string& tag) {
   return dir;
 }
 
-inline const Status& StatusOf(const Status& s) { return s; }
+inline const absl::Status& StatusOf(const Status& s) { return s; }
 template <typename T>
-const Status& StatusOf(const Result<T>& r) {
+const absl::Status& StatusOf(const Result<T>& r) {
   return r.status();
 }
 

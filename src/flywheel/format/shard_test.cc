@@ -701,7 +701,7 @@ TEST_F(ShardTestBase, ReaderRejectsOutOfRangeArgumentsNamingTheFile) {
   ASSERT_TRUE(reader.ok());
   const ShardReader& r = **reader;
   const int64_t bad_rows[] = {5, 100};
-  for (const Status& s :
+  for (const absl::Status& s :
        {r.Read(0, 90, 11).status(), r.Read(0, -1, 2).status(), r.Read(0, 0, -1).status(),
         r.Read(99, 0, 1).status(), r.Read(-1, 0, 1).status(), r.ReadPage(0, 1).status(),
         r.ReadPage(0, -1).status(), r.ReadPage(99, 0).status(), r.Take(0, bad_rows, 2).status(),

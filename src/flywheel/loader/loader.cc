@@ -828,7 +828,7 @@ Status LoaderImpl::Fill(const Ticket& t, Slot* slot) {
   slot->skipped = 0;
   if (!options_.images.empty()) {
     const auto t0 = std::chrono::steady_clock::now();
-    Status s = Stale(t) ? absl::CancelledError("superseded") : TransformImages(t, slot);
+    Status s = Stale(t) ? Status(absl::CancelledError("superseded")) : TransformImages(t, slot);
     slot->held.clear();  // the pages the image bytes were read from
     transform_nanos_.fetch_add(NanosSince(t0), std::memory_order_relaxed);
     FW_RETURN_IF_ERROR(s);

@@ -159,7 +159,7 @@ Result<double> ResidentFraction(int fd, int64_t size) {
   const int64_t page = sysconf(_SC_PAGESIZE);
   std::vector<unsigned char> vec(static_cast<size_t>((size + page - 1) / page));
   const int rc = mincore(m, static_cast<size_t>(size), vec.data());
-  const Status err = rc != 0 ? Errno("mincore") : absl::OkStatus();
+  const Status err = rc != 0 ? Errno("mincore") : Status();
   munmap(m, static_cast<size_t>(size));
   FW_RETURN_IF_ERROR(err);
   int64_t resident = 0;

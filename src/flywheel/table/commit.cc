@@ -82,7 +82,7 @@ Status Table::Impl::Commit(Table* t, const CommitOptions& commit, PendingCommit 
     }
     // When the listing already shows base+1, skip the (fsynced) publish attempt.
     Status s = std::binary_search(retained.begin(), retained.end(), next.version)
-                   ? absl::AlreadyExistsError("next version exists")
+                   ? Status(absl::AlreadyExistsError("next version exists"))
                    : fs->PutIfAbsent(ManifestPath(t->uri_, next.version), next.Encode());
     if (s.ok()) {
       t->manifest_ = std::move(next);

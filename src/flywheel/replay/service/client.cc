@@ -211,7 +211,7 @@ bool RemoteWriter::SendSome(std::deque<Outgoing>& queue) {
 
 Status RemoteWriter::Reconnect(const Status& broken, absl::Time deadline) {
   if (!Retryable(broken) || options_.reconnect_timeout <= absl::ZeroDuration()) {
-    return broken.ok() ? absl::UnavailableError("the replay insert stream ended") : broken;
+    return broken.ok() ? Status(absl::UnavailableError("the replay insert stream ended")) : broken;
   }
   deadline = std::min(deadline, absl::Now() + options_.reconnect_timeout);
   Status last = broken;
@@ -300,7 +300,7 @@ Status RemoteWriter::EndEpisode() {
 }
 
 Status RemoteWriter::Flush(absl::Duration timeout) {
-  if (closed_) return close_status_.ok() ? absl::FailedPreconditionError("flush: the writer is closed") : close_status_;
+  if (closed_) return close_status_.ok() ? Status(absl::FailedPreconditionError("flush: the writer is closed")) : close_status_;
   const absl::Time deadline = timeout == absl::InfiniteDuration() ? absl::InfiniteFuture() : absl::Now() + timeout;
   while (true) {
     {
@@ -354,7 +354,7 @@ RemoteSampler::~RemoteSampler() {
 
 Status RemoteSampler::Broken() {
   Status s = FromGrpc(stream_->Finish());
-  broken_ = s.ok() ? absl::UnavailableError("replay sample stream ended") : Annotate(s, "replay sample stream");
+  broken_ = s.ok() ? Status(absl::UnavailableError("replay sample stream ended")) : Annotate(s, "replay sample stream");
   return broken_;
 }
 

@@ -40,9 +40,9 @@ bool IsLoopback(const std::string& address) {
          absl::StartsWith(address, "localhost:") || absl::StartsWith(address, "unix:");
 }
 
-inline const Status& StatusOf(const Status& s) { return s; }
+inline const absl::Status& StatusOf(const Status& s) { return s; }
 template <typename T>
-const Status& StatusOf(const Result<T>& r) { return r.status(); }
+const absl::Status& StatusOf(const Result<T>& r) { return r.status(); }
 
 // What differs between a configured table and the restored one that replaces
 // it ("" when nothing does).
