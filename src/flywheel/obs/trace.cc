@@ -11,7 +11,9 @@
 #include <nlohmann/json.hpp>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 
 namespace flywheel::obs {
 namespace internal_trace {
@@ -31,16 +33,16 @@ struct Event {
 // One per thread that ever recorded; owned by the registry so events
 // survive the thread.
 struct ThreadBuffer {
-  std::mutex mu;  // taken by its own thread per span and by Flush: uncontended in practice
-  std::vector<Event> events;
-  int tid = 0;
-  std::string name;
+  absl::Mutex mu;  // taken by its own thread per span and by Flush: uncontended in practice
+  std::vector<Event> events ABSL_GUARDED_BY(mu);
+  int tid = 0;  // set before the buffer is shared
+  std::string name ABSL_GUARDED_BY(mu);
 };
 
 struct Registry {
-  std::mutex mu;
-  std::vector<std::unique_ptr<ThreadBuffer>> buffers;
-  std::string path;
+  absl::Mutex mu;
+  std::vector<std::unique_ptr<ThreadBuffer>> buffers ABSL_GUARDED_BY(mu);
+  std::string path ABSL_GUARDED_BY(mu);
   int64_t max_events = 0;
   std::atomic<int64_t> recorded{0};
   std::atomic<int64_t> dropped{0};
@@ -57,7 +59,7 @@ ThreadBuffer& Mine() {
     auto b = std::make_unique<ThreadBuffer>();
     b->tid = static_cast<int>(::syscall(SYS_gettid));
     Registry& r = Reg();
-    std::lock_guard<std::mutex> lock(r.mu);
+    absl::MutexLock lock(&r.mu);
     r.buffers.push_back(std::move(b));
     return r.buffers.back().get();
   }();
@@ -66,7 +68,7 @@ ThreadBuffer& Mine() {
 
 Status WriteFile(bool stop) {
   Registry& r = Reg();
-  std::lock_guard<std::mutex> lock(r.mu);
+  absl::MutexLock lock(&r.mu);
   if (r.path.empty()) return absl::FailedPreconditionError("tracing was not started");
   if (stop) g_enabled.store(false, std::memory_order_relaxed);
   // Chrome trace event format: {"traceEvents": [...], "displayTimeUnit": "ms"}.
@@ -75,7 +77,7 @@ Status WriteFile(bool stop) {
   events.push_back({{"ph", "M"}, {"name", "process_name"}, {"pid", pid}, {"tid", 0},
                     {"args", {{"name", "flywheel"}}}});
   for (auto& b : r.buffers) {
-    std::lock_guard<std::mutex> bl(b->mu);
+    absl::MutexLock bl(&b->mu);
     if (!b->name.empty()) {
       events.push_back({{"ph", "M"}, {"name", "thread_name"}, {"pid", pid}, {"tid", b->tid},
                         {"args", {{"name", b->name}}}});
@@ -122,7 +124,7 @@ void Record(const char* category, const char* name, int64_t start_us, int64_t en
   }
   r.recorded.fetch_add(1, std::memory_order_relaxed);
   ThreadBuffer& b = Mine();
-  std::lock_guard<std::mutex> lock(b.mu);
+  absl::MutexLock lock(&b.mu);
   b.events.push_back(Event{category, name, start_us, end_us - start_us, args ? *args : std::string()});
 }
 
@@ -148,9 +150,9 @@ Status StartTracing(const std::string& path, int64_t max_events) {
   if (path.empty()) return absl::InvalidArgumentError("trace: empty path");
   if (max_events < 1) return absl::InvalidArgumentError("trace: max_events must be >= 1");
   Registry& r = Reg();
-  std::lock_guard<std::mutex> lock(r.mu);
+  absl::MutexLock lock(&r.mu);
   for (auto& b : r.buffers) {
-    std::lock_guard<std::mutex> bl(b->mu);
+    absl::MutexLock bl(&b->mu);
     b->events.clear();
   }
   r.path = path;
@@ -170,7 +172,7 @@ int64_t TraceEventsDropped() { return Reg().dropped.load(); }
 
 void SetThreadName(const std::string& name) {
   ThreadBuffer& b = Mine();
-  std::lock_guard<std::mutex> lock(b.mu);
+  absl::MutexLock lock(&b.mu);
   b.name = name;
 }
 

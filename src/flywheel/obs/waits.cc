@@ -13,7 +13,9 @@
 #include <mutex>
 #include <thread>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 
 namespace flywheel::obs {
 namespace {
@@ -27,9 +29,9 @@ struct Wait {
 };
 
 struct Registry {
-  std::mutex mu;
-  std::map<int64_t, Wait> waits;  // by id: ids grow, so oldest first
-  int64_t next_id = 1;
+  absl::Mutex mu;
+  std::map<int64_t, Wait> waits ABSL_GUARDED_BY(mu);  // by id: ids grow, so oldest first
+  int64_t next_id ABSL_GUARDED_BY(mu) = 1;
 };
 
 Registry& Reg() {
@@ -61,7 +63,7 @@ void WriteDump(const std::string& why) {
 
 BlockedWait::BlockedWait(const char* kind, std::string what, std::string why) {
   Registry& r = Reg();
-  std::lock_guard<std::mutex> lock(r.mu);
+  absl::MutexLock lock(&r.mu);
   id_ = r.next_id++;
   r.waits.emplace(id_, Wait{kind, std::move(what), std::move(why), static_cast<int>(::syscall(SYS_gettid)),
                             std::chrono::steady_clock::now()});
@@ -70,14 +72,14 @@ BlockedWait::BlockedWait(const char* kind, std::string what, std::string why) {
 
 BlockedWait::~BlockedWait() {
   Registry& r = Reg();
-  std::lock_guard<std::mutex> lock(r.mu);
+  absl::MutexLock lock(&r.mu);
   r.waits.erase(id_);
   g_waits.fetch_sub(1, std::memory_order_relaxed);
 }
 
 std::string DumpWaits() {
   Registry& r = Reg();
-  std::lock_guard<std::mutex> lock(r.mu);
+  absl::MutexLock lock(&r.mu);
   const auto now = std::chrono::steady_clock::now();
   std::string out = absl::StrCat("flywheel: ", r.waits.size(), " wait(s) in progress (pid ", ::getpid(),
                                  ", progress count ", g_progress.load(), ")\n");
