@@ -6,8 +6,8 @@
 #include <set>
 #include <string>
 
-#include "flywheel/obs/trace.h"
-#include "flywheel/obs/waits.h"
+#include "flywheel/base/trace.h"
+#include "flywheel/base/waits.h"
 #include "status.h"
 
 namespace py = pybind11;

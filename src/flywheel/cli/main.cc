@@ -4,7 +4,7 @@
 
 #include "flywheel/cli/commands.h"
 #include "flywheel/cli/common.h"
-#include "flywheel/obs/waits.h"
+#include "flywheel/base/waits.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"flywheel: versioned training data, fast loading and RL experience replay"};

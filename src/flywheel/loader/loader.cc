@@ -1,5 +1,5 @@
-#include "flywheel/obs/trace.h"
-#include "flywheel/obs/waits.h"
+#include "flywheel/base/trace.h"
+#include "flywheel/base/waits.h"
 #include "flywheel/loader/loader.h"
 
 #include <algorithm>

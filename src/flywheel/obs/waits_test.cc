@@ -1,6 +1,6 @@
 // Hang diagnosis on a deliberately blocked replay sampler: SIGUSR1 and the
 // watchdog both write who waits on what, with the rate limiter's words.
-#include "flywheel/obs/waits.h"
+#include "flywheel/base/waits.h"
 
 #include <gtest/gtest.h>
 #include <signal.h>

@@ -7,7 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "flywheel/base/logging.h"
 #include "flywheel/base/metrics.h"
-#include "flywheel/obs/waits.h"
+#include "flywheel/base/waits.h"
 
 namespace flywheel::replay {
 namespace {

@@ -1,4 +1,4 @@
-#include "flywheel/obs/waits.h"
+#include "flywheel/base/waits.h"
 
 #include <fcntl.h>
 #include <poll.h>

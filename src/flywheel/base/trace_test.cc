@@ -1,4 +1,4 @@
-#include "flywheel/obs/trace.h"
+#include "flywheel/base/trace.h"
 
 #include <gtest/gtest.h>
 
