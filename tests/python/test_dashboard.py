@@ -187,6 +187,23 @@ def test_dashboard_in_chromium(tmp_path, metrics_server):
     assert code == 0, err
 
 
+def _charts_live(url, screenshot, charts):
+    """The browser check (tests/browser/dashboard.mjs) of `charts` on the
+    page at `url`: each fills and keeps updating, no page errors; returns its
+    summary and the screenshot's path."""
+    out_dir = Path(os.environ.get("FLYWHEEL_TEST_ARTIFACTS", ROOT / "build" / "test-artifacts"))
+    out_dir.mkdir(parents=True, exist_ok=True)
+    shot = out_dir / screenshot
+    cmd = ["node", str(SCRIPT), "--url", url, "--screenshot", str(shot), "--timeout-ms", "90000"]
+    for c in charts:
+        cmd += ["--expect-chart", c]
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=150, env={**os.environ, "CHROMIUM": CHROMIUM})
+    assert r.returncode == 0, f"browser check failed:\n{r.stderr}\n{r.stdout}"
+    found = json.loads(r.stdout.strip().splitlines()[-1])
+    assert found["ok"] and not found["page_errors"]
+    return found, shot
+
+
 RUN_CONFIG = """
 [run]
 seed = 3
@@ -218,16 +235,8 @@ def test_flywheel_run_serves_its_own_dashboard_with_returns_and_policy_lag(tmp_p
     run = Background(["run", cfg, "--run-dir", tmp_path / "run"], r"dashboard on (http://127\.0\.0\.1:\d+/)")
     try:
         url = run.match.group(1)
-        out_dir = Path(os.environ.get("FLYWHEEL_TEST_ARTIFACTS", ROOT / "build" / "test-artifacts"))
-        out_dir.mkdir(parents=True, exist_ok=True)
-        shot = out_dir / "run-dashboard.png"
-        cmd = ["node", str(SCRIPT), "--url", url, "--screenshot", str(shot), "--timeout-ms", "90000",
-               "--expect-chart", "chart-throughput", "--expect-chart", "chart-returns",
-               "--expect-chart", "chart-policy-lag", "--expect-chart", "chart-replay-fill"]
-        r = subprocess.run(cmd, capture_output=True, text=True, timeout=150, env={**os.environ, "CHROMIUM": CHROMIUM})
-        assert r.returncode == 0, f"browser check failed:\n{r.stderr}\n{r.stdout}"
-        found = json.loads(r.stdout.strip().splitlines()[-1])
-        assert found["ok"] and not found["page_errors"]
+        found, shot = _charts_live(url, "run-dashboard.png",
+                                   ["chart-throughput", "chart-returns", "chart-policy-lag", "chart-replay-fill"])
         assert found["charts"]["chart-returns"]["later"]["points"] > 0
         # The run's own /metrics, scraped by its dashboard through the strict parser.
         status = json.load(urllib.request.urlopen(url + "api/status", timeout=10))
@@ -324,16 +333,7 @@ max_new_tokens = 5
     run = Background(["run", cfg, "--run-dir", tmp_path / "run"], r"dashboard on (http://127\.0\.0\.1:\d+/)")
     try:
         url = run.match.group(1)
-        out_dir = Path(os.environ.get("FLYWHEEL_TEST_ARTIFACTS", ROOT / "build" / "test-artifacts"))
-        out_dir.mkdir(parents=True, exist_ok=True)
-        shot = out_dir / "lm-run-dashboard.png"
-        cmd = ["node", str(SCRIPT), "--url", url, "--screenshot", str(shot), "--timeout-ms", "90000",
-               "--expect-chart", "chart-lm-quality", "--expect-chart", "chart-lm-stages",
-               "--expect-chart", "chart-throughput"]
-        r = subprocess.run(cmd, capture_output=True, text=True, timeout=150, env={**os.environ, "CHROMIUM": CHROMIUM})
-        assert r.returncode == 0, f"browser check failed:\n{r.stderr}\n{r.stdout}"
-        found = json.loads(r.stdout.strip().splitlines()[-1])
-        assert found["ok"] and not found["page_errors"]
+        found, _ = _charts_live(url, "lm-run-dashboard.png", ["chart-lm-quality", "chart-lm-stages", "chart-throughput"])
         assert found["charts"]["chart-lm-stages"]["later"]["series"] >= 3, found["charts"]
         status = json.load(urllib.request.urlopen(url + "api/status", timeout=10))
         assert all(t["up"] for t in status["targets"]), status
