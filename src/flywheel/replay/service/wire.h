@@ -11,7 +11,7 @@
 #include "flywheel/base/status.h"
 #include "flywheel/replay/chunk.h"
 #include "flywheel/replay/table.h"
-#include "flywheel/replay/service/grpc_status.h"
+#include "flywheel/base/grpc_status.h"
 #include "grpcpp/support/byte_buffer.h"
 #include "grpcpp/support/slice.h"
 #include "grpcpp/support/status.h"

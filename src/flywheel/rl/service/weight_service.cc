@@ -7,7 +7,7 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
-#include "flywheel/replay/service/grpc_status.h"
+#include "flywheel/base/grpc_status.h"
 #include "grpcpp/grpcpp.h"
 #include "weights.grpc.pb.h"
 

@@ -1,5 +1,7 @@
 // The one mapping between grpc::Status and flywheel's Status (absl codes and
-// gRPC codes are numerically equal). For the gRPC services and clients.
+// gRPC codes are numerically equal), shared by every gRPC service and client
+// (replay, weights). Header-only; it includes gRPC, so only service code
+// includes it (base/ itself does not link gRPC).
 #pragma once
 
 #include <string>
