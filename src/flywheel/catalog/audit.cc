@@ -60,10 +60,10 @@ constexpr const char* kColumns = "seq, time_ms, principal, action, object, detai
 }  // namespace
 
 Status Catalog::Audit(const std::string& action, const std::string& object, const std::string& detail_json) {
-  std::lock_guard<std::mutex> lock(mu_->mu);
+  absl::MutexLock lock(&mu_);
   AuditEvent appended;
   // Exclusive: the next event must extend the latest one.
-  FW_RETURN_IF_ERROR(db_->InTransaction(TxnMode::kExclusive, [&]() -> Status {
+  FW_RETURN_IF_ERROR(db_->InTransaction(TxnMode::kExclusive, [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) -> Status {
     FW_ASSIGN_OR_RETURN(SqlRows last, db_->Query("SELECT seq, hash FROM audit ORDER BY seq DESC LIMIT 1"));
     AuditEvent e;
     e.seq = last.empty() ? 1 : last[0].Int(0) + 1;
@@ -119,7 +119,7 @@ Result<std::vector<AuditEvent>> Catalog::AuditEvents(int64_t after_seq, int64_t 
 }
 
 Result<std::vector<AuditEvent>> Catalog::ReadAuditEvents(int64_t after_seq, int64_t limit) {
-  std::lock_guard<std::mutex> lock(mu_->mu);
+  absl::MutexLock lock(&mu_);
   FW_ASSIGN_OR_RETURN(SqlRows rows, db_->Query(absl::StrCat("SELECT ", kColumns,
                                                             " FROM audit WHERE seq > ? ORDER BY seq LIMIT ?"),
                                                {after_seq, limit}));
@@ -160,7 +160,7 @@ Result<AuditVerifyResult> Catalog::VerifyAudit() {
   // Rows the walk above cannot reach (a sequence number <= 0) are
   // insertions too.
   {
-    std::lock_guard<std::mutex> lock(mu_->mu);
+    absl::MutexLock lock(&mu_);
     FW_ASSIGN_OR_RETURN(SqlRows all, db_->Query("SELECT count(*), coalesce(min(seq), 1) FROM audit"));
     if (all.at(0).Int(0) != res.events) {
       res.ok = false;

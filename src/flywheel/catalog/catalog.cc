@@ -302,20 +302,24 @@ Result<std::string> PrincipalFromEnvironment() {
 Result<std::unique_ptr<Catalog>> Catalog::Open(const std::string& spec, CatalogOptions options) {
   if (spec.empty()) return absl::InvalidArgumentError("catalog: empty location");
   std::unique_ptr<Catalog> c(new Catalog());
-  c->mu_ = std::make_unique<CatalogMutex>();
+  std::unique_ptr<SqlDb> db;
   if (absl::StartsWith(spec, "postgresql://") || absl::StartsWith(spec, "postgres://")) {
-    FW_ASSIGN_OR_RETURN_CTX(c->db_, OpenPostgres(spec), "opening catalog");
+    FW_ASSIGN_OR_RETURN_CTX(db, OpenPostgres(spec), "opening catalog");
   } else if (absl::StartsWith(spec, "pg:")) {
-    FW_ASSIGN_OR_RETURN_CTX(c->db_, OpenPostgres(spec.substr(3)), "opening catalog");
+    FW_ASSIGN_OR_RETURN_CTX(db, OpenPostgres(spec.substr(3)), "opening catalog");
   } else if (absl::StartsWith(spec, "sqlite:")) {
-    FW_ASSIGN_OR_RETURN_CTX(c->db_, OpenSqlite(spec.substr(7)), "opening catalog");
+    FW_ASSIGN_OR_RETURN_CTX(db, OpenSqlite(spec.substr(7)), "opening catalog");
   } else {
     c->root_ = AbsolutePath(spec);
     std::error_code ec;
     fs::create_directories(c->root_, ec);
     if (ec) return absl::PermissionDeniedError(absl::StrCat("creating catalog root ", c->root_, ": ", ec.message()));
-    FW_ASSIGN_OR_RETURN_CTX(c->db_, OpenSqlite((fs::path(c->root_) / "catalog.db").string()), "opening catalog");
+    FW_ASSIGN_OR_RETURN_CTX(db, OpenSqlite((fs::path(c->root_) / "catalog.db").string()), "opening catalog");
     if (options.warehouse.empty()) options.warehouse = c->root_;
+  }
+  {
+    absl::MutexLock lock(&c->mu_);
+    c->db_ = std::move(db);
   }
   if (options.warehouse.empty())
     if (const char* w = std::getenv("FLYWHEEL_WAREHOUSE"); w != nullptr) options.warehouse = w;
@@ -354,12 +358,15 @@ Result<std::unique_ptr<Catalog>> Catalog::FromEnvironment(CatalogOptions options
 
 Catalog::~Catalog() = default;
 
-std::string_view Catalog::backend() const { return db_->dialect(); }
+std::string_view Catalog::backend() const {
+  absl::MutexLock lock(&mu_);
+  return db_->dialect();
+}
 
 Status Catalog::Migrate() {
-  std::lock_guard<std::mutex> lock(mu_->mu);
+  absl::MutexLock lock(&mu_);
   constexpr int kLatest = static_cast<int>(std::size(kMigrations));
-  return db_->InTransaction(TxnMode::kExclusive, [&]() -> Status {
+  return db_->InTransaction(TxnMode::kExclusive, [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) -> Status {
     FW_RETURN_IF_ERROR(db_->ExecScript(
         "CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, applied_ms BIGINT NOT NULL)"));
     FW_ASSIGN_OR_RETURN(SqlRows rows, db_->Query("SELECT coalesce(max(version), 0) FROM schema_migrations"));
@@ -385,7 +392,7 @@ Status Catalog::Migrate() {
 }
 
 Result<int> Catalog::SchemaVersion() {
-  std::lock_guard<std::mutex> lock(mu_->mu);
+  absl::MutexLock lock(&mu_);
   FW_ASSIGN_OR_RETURN(SqlRows rows, db_->Query("SELECT coalesce(max(version), 0) FROM schema_migrations"));
   return static_cast<int>(rows.at(0).Int(0));
 }
@@ -417,7 +424,7 @@ Result<DatasetInfo> Catalog::RegisterDataset(const std::string& name, const std:
   const std::string ns = name.substr(0, name.find('/'));
   bool ns_exists = false;
   {
-    std::lock_guard<std::mutex> lock(mu_->mu);
+    absl::MutexLock lock(&mu_);
     FW_ASSIGN_OR_RETURN(SqlRows rows, db_->Query("SELECT name FROM namespaces WHERE name = ?", {ns}));
     ns_exists = !rows.empty();
   }
@@ -432,9 +439,9 @@ Result<DatasetInfo> Catalog::Register(const std::string& name, const std::string
   FW_RETURN_IF_ERROR(ValidateDatasetName(name));
   const std::string abs = AbsolutePath(uri);
   const std::string ns = name.substr(0, name.find('/'));
-  std::lock_guard<std::mutex> lock(mu_->mu);
+  absl::MutexLock lock(&mu_);
   DatasetInfo info;
-  FW_RETURN_IF_ERROR(db_->InTransaction(TxnMode::kWrite, [&]() -> Status {
+  FW_RETURN_IF_ERROR(db_->InTransaction(TxnMode::kWrite, [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) -> Status {
     FW_ASSIGN_OR_RETURN(SqlRows have, db_->Query("SELECT uri, created_ms FROM datasets WHERE name = ?", {name}));
     if (!have.empty()) {
       if (have[0].Text(0) != abs) {
@@ -473,7 +480,7 @@ Result<DatasetInfo> Catalog::Register(const std::string& name, const std::string
 
 Result<DatasetInfo> Catalog::GetDataset(const std::string& name) {
   FW_RETURN_IF_ERROR(ValidateDatasetName(name));
-  std::lock_guard<std::mutex> lock(mu_->mu);
+  absl::MutexLock lock(&mu_);
   FW_ASSIGN_OR_RETURN(SqlRows rows,
                       db_->Query("SELECT name, namespace, uri, created_ms FROM datasets WHERE name = ?", {name}));
   if (rows.empty()) return absl::NotFoundError(absl::StrCat("dataset '", name, "' is not in the catalog"));
@@ -481,7 +488,7 @@ Result<DatasetInfo> Catalog::GetDataset(const std::string& name) {
 }
 
 Result<std::vector<DatasetInfo>> Catalog::ListDatasets(const std::string& ns) {
-  std::lock_guard<std::mutex> lock(mu_->mu);
+  absl::MutexLock lock(&mu_);
   SqlRows rows;
   if (ns.empty()) {
     FW_ASSIGN_OR_RETURN(rows, db_->Query("SELECT name, namespace, uri, created_ms FROM datasets ORDER BY name"));
@@ -498,7 +505,7 @@ Result<std::vector<DatasetInfo>> Catalog::ListDatasets(const std::string& ns) {
 Result<DatasetInfo> Catalog::ResolveTable(const std::string& uri) {
   const std::string abs = AbsolutePath(uri);
   {
-    std::lock_guard<std::mutex> lock(mu_->mu);
+    absl::MutexLock lock(&mu_);
     FW_ASSIGN_OR_RETURN(SqlRows rows,
                         db_->Query("SELECT name, namespace, uri, created_ms FROM datasets WHERE uri = ?", {abs}));
     if (!rows.empty()) return DatasetInfo{rows[0].Text(0), rows[0].Text(1), rows[0].Text(2), rows[0].Int(3)};
@@ -523,7 +530,7 @@ Result<DatasetInfo> Catalog::ResolveTable(const std::string& uri) {
     }
     if (!absl::IsAlreadyExists(got.status())) return got.status();
     // Another process may have registered this very table meanwhile.
-    std::lock_guard<std::mutex> lock(mu_->mu);
+    absl::MutexLock lock(&mu_);
     FW_ASSIGN_OR_RETURN(SqlRows rows,
                         db_->Query("SELECT name, namespace, uri, created_ms FROM datasets WHERE uri = ?", {abs}));
     if (!rows.empty()) return DatasetInfo{rows[0].Text(0), rows[0].Text(1), rows[0].Text(2), rows[0].Int(3)};
@@ -532,7 +539,7 @@ Result<DatasetInfo> Catalog::ResolveTable(const std::string& uri) {
 }
 
 Status Catalog::RecordVersion(const DatasetVersion& v) {
-  std::lock_guard<std::mutex> lock(mu_->mu);
+  absl::MutexLock lock(&mu_);
   return db_->Exec(
       "INSERT INTO dataset_versions (dataset, version, committed_ms, operation, num_rows, schema_json) "
       "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
@@ -540,7 +547,7 @@ Status Catalog::RecordVersion(const DatasetVersion& v) {
 }
 
 Result<std::vector<DatasetVersion>> Catalog::Versions(const std::string& dataset) {
-  std::lock_guard<std::mutex> lock(mu_->mu);
+  absl::MutexLock lock(&mu_);
   FW_ASSIGN_OR_RETURN(SqlRows rows, db_->Query("SELECT dataset, version, committed_ms, operation, num_rows, "
                                                "schema_json FROM dataset_versions WHERE dataset = ? ORDER BY version",
                                                {dataset}));
@@ -565,8 +572,8 @@ Result<RunInfo> Catalog::StartRun(const std::string& job, const std::string& job
   run.started_ms = NowMs();
   run.params_json = params.dump();
   {
-    std::lock_guard<std::mutex> lock(mu_->mu);
-    FW_RETURN_IF_ERROR_CTX(db_->InTransaction(TxnMode::kWrite, [&]() -> Status {
+    absl::MutexLock lock(&mu_);
+    FW_RETURN_IF_ERROR_CTX(db_->InTransaction(TxnMode::kWrite, [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) -> Status {
       FW_RETURN_IF_ERROR(db_->Exec("INSERT INTO jobs (name, job_type, created_ms) VALUES (?, ?, ?) "
                                    "ON CONFLICT DO NOTHING",
                                    {job, job_type, run.started_ms}));
@@ -585,7 +592,7 @@ Status Catalog::AddEdge(const Edge& e) {
   if (e.node.name.empty()) return absl::InvalidArgumentError("lineage edge: the node has no name");
   json detail = json::parse(e.detail_json.empty() ? "{}" : e.detail_json, nullptr, false);
   if (detail.is_discarded()) return absl::InvalidArgumentError("lineage edge: detail is not JSON");
-  std::lock_guard<std::mutex> lock(mu_->mu);
+  absl::MutexLock lock(&mu_);
   FW_ASSIGN_OR_RETURN(SqlRows run, db_->Query("SELECT state FROM runs WHERE id = ?", {e.run_id}));
   if (run.empty()) return absl::NotFoundError(absl::StrCat("run ", e.run_id, " is not in the catalog"));
   // A finished run's events are out; an edge added now would be in the
@@ -601,7 +608,7 @@ Status Catalog::AddEdge(const Edge& e) {
 }
 
 Result<RunInfo> Catalog::GetRun(const std::string& run_id) {
-  std::lock_guard<std::mutex> lock(mu_->mu);
+  absl::MutexLock lock(&mu_);
   FW_ASSIGN_OR_RETURN(SqlRows rows,
                       db_->Query(absl::StrCat("SELECT ", kRunColumns, " FROM runs WHERE id = ?"), {run_id}));
   if (rows.empty()) return absl::NotFoundError(absl::StrCat("run ", run_id, " is not in the catalog"));
@@ -609,7 +616,7 @@ Result<RunInfo> Catalog::GetRun(const std::string& run_id) {
 }
 
 Result<std::vector<Edge>> Catalog::RunEdges(const std::string& run_id) {
-  std::lock_guard<std::mutex> lock(mu_->mu);
+  absl::MutexLock lock(&mu_);
   FW_ASSIGN_OR_RETURN(SqlRows rows, db_->Query(absl::StrCat("SELECT ", kEdgeColumns,
                                                             " FROM edges WHERE run_id = ? ORDER BY id"),
                                                {run_id}));
@@ -624,8 +631,8 @@ Result<std::vector<Edge>> Catalog::RunEdges(const std::string& run_id) {
 Status Catalog::FinishRun(const std::string& run_id, RunState state, const std::string& error) {
   if (state == RunState::kRunning) return absl::InvalidArgumentError("FinishRun: the final state cannot be RUNNING");
   {
-    std::lock_guard<std::mutex> lock(mu_->mu);
-    FW_RETURN_IF_ERROR(db_->InTransaction(TxnMode::kWrite, [&]() -> Status {
+    absl::MutexLock lock(&mu_);
+    FW_RETURN_IF_ERROR(db_->InTransaction(TxnMode::kWrite, [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) -> Status {
       FW_ASSIGN_OR_RETURN(SqlRows rows, db_->Query("SELECT state FROM runs WHERE id = ?", {run_id}));
       if (rows.empty()) return absl::NotFoundError(absl::StrCat("run ", run_id, " is not in the catalog"));
       if (rows[0].Text(0) != RunStateName(RunState::kRunning)) {
@@ -672,8 +679,8 @@ Result<Node> Catalog::LogArtifact(const std::string& run_id, const std::string& 
   const uint64_t size = std::filesystem::file_size(abs, ec);
   Node node{Node::Kind::kArtifact, abs, -1, hash};
   {
-    std::lock_guard<std::mutex> lock(mu_->mu);
-    FW_RETURN_IF_ERROR(db_->InTransaction(TxnMode::kWrite, [&]() -> Status {
+    absl::MutexLock lock(&mu_);
+    FW_RETURN_IF_ERROR(db_->InTransaction(TxnMode::kWrite, [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) -> Status {
       FW_ASSIGN_OR_RETURN(SqlRows run, db_->Query("SELECT state FROM runs WHERE id = ?", {run_id}));
       if (run.empty()) return absl::NotFoundError(absl::StrCat("run ", run_id, " is not in the catalog"));
       if (run[0].Text(0) != RunStateName(RunState::kRunning)) {
@@ -699,7 +706,7 @@ Result<LineageGraph> Catalog::Walk(const Node& start, bool upstream, int max_dep
   LineageGraph g;
   g.start = start;
   if (start.kind == Node::Kind::kArtifact || start.kind == Node::Kind::kFile) g.start.name = AbsolutePath(start.name);
-  std::lock_guard<std::mutex> lock(mu_->mu);
+  absl::MutexLock lock(&mu_);
   // Breadth-first, one level at a time with a few statements per level
   // (not per run): the runs touching any node of the level, then those
   // runs and all their edges. A table version carries the rows of the
@@ -788,7 +795,7 @@ Result<SampleSet> Catalog::Samples(const Node& artifact) {
     return absl::InvalidArgumentError(absl::StrCat("samples: '", artifact.ToString(), "' is not an artifact"));
   }
   const std::string abs = AbsolutePath(artifact.name);
-  std::lock_guard<std::mutex> lock(mu_->mu);
+  absl::MutexLock lock(&mu_);
   std::string sql = "SELECT run_id, hash, detail FROM edges WHERE direction = 'out' AND kind = 'artifact' AND node = ?";
   std::vector<SqlValue> params = {abs};
   if (!artifact.hash.empty()) {
@@ -828,7 +835,7 @@ Status Catalog::Emit(const RunInfo& run, const char* event_type, const std::vect
   if (sinks_.empty()) return absl::OkStatus();
   std::map<std::string, DatasetFacts> facts;
   {
-    std::lock_guard<std::mutex> lock(mu_->mu);
+    absl::MutexLock lock(&mu_);
     for (const Edge& e : edges) {
       if (e.node.kind != Node::Kind::kDataset) continue;
       DatasetFacts f;

@@ -19,6 +19,8 @@
 #include <string>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
 #include "flywheel/base/status.h"
 
 namespace flywheel::catalog {
@@ -303,7 +305,7 @@ class Catalog {
 
   // For tests and tools: the underlying connection (serialise with the
   // catalog's own calls yourself).
-  SqlDb* db() { return db_.get(); }
+  SqlDb* db() ABSL_NO_THREAD_SAFETY_ANALYSIS { return db_.get(); }
 
  private:
   // AuditEvents without the privilege check (VerifyAudit walks the chain).
@@ -314,12 +316,13 @@ class Catalog {
   Status Emit(const RunInfo& run, const char* event_type, const std::vector<Edge>& edges);
   Result<LineageGraph> Walk(const Node& start, bool upstream, int max_depth);
 
-  std::unique_ptr<SqlDb> db_;
+  // Serialises the catalog's calls on its one connection.
+  mutable absl::Mutex mu_;
+  std::unique_ptr<SqlDb> db_ ABSL_GUARDED_BY(mu_);
   CatalogOptions options_;
   std::string root_;  // directory catalogs
   std::string principal_;
   std::vector<std::unique_ptr<EventSink>> sinks_;
-  std::unique_ptr<struct CatalogMutex> mu_;
 };
 
 // The acting identity: FLYWHEEL_USER, else the first line of the file

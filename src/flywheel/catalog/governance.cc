@@ -91,7 +91,7 @@ Result<ReadPolicy::Mode> ParseMaskMode(const std::string& text) {
 
 Result<bool> Catalog::HasPrivilege(const std::string& principal, const std::string& object, Privilege p) {
   FW_RETURN_IF_ERROR(ValidateObject(object));
-  std::lock_guard<std::mutex> lock(mu_->mu);
+  absl::MutexLock lock(&mu_);
   FW_ASSIGN_OR_RETURN(SqlRows admin, db_->Query("SELECT is_admin FROM principals WHERE name = ?", {principal}));
   if (!admin.empty() && admin[0].Int(0) != 0) return true;
   std::vector<std::string> scopes = Scopes(object);
@@ -131,8 +131,8 @@ Status Catalog::Grant(const std::string& principal, const std::string& object, P
   if (principal.empty()) return absl::InvalidArgumentError("grant: the principal is empty");
   FW_RETURN_IF_ERROR(Authorize(object, Privilege::kAdmin, "grant",
                                json{{"to", principal}, {"grant", PrivilegeName(p)}}.dump()));
-  std::lock_guard<std::mutex> lock(mu_->mu);
-  return db_->InTransaction(TxnMode::kWrite, [&]() -> Status {
+  absl::MutexLock lock(&mu_);
+  return db_->InTransaction(TxnMode::kWrite, [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) -> Status {
     FW_RETURN_IF_ERROR(db_->Exec(
         "INSERT INTO principals (name, is_admin, clearances, created_ms) VALUES (?, 0, '', ?) ON CONFLICT DO NOTHING",
         {principal, NowMs()}));
@@ -146,7 +146,7 @@ Status Catalog::Grant(const std::string& principal, const std::string& object, P
 Status Catalog::Revoke(const std::string& principal, const std::string& object, Privilege p) {
   FW_RETURN_IF_ERROR(Authorize(object, Privilege::kAdmin, "revoke",
                                json{{"from", principal}, {"revoke", PrivilegeName(p)}}.dump()));
-  std::lock_guard<std::mutex> lock(mu_->mu);
+  absl::MutexLock lock(&mu_);
   FW_ASSIGN_OR_RETURN(SqlRows rows, db_->Query("DELETE FROM grants WHERE principal = ? AND object = ? AND "
                                                "privilege = ? RETURNING principal",
                                                {principal, object, PrivilegeName(p)}));
@@ -158,7 +158,7 @@ Status Catalog::Revoke(const std::string& principal, const std::string& object, 
 }
 
 Result<std::vector<GrantInfo>> Catalog::Grants(const std::string& object) {
-  std::lock_guard<std::mutex> lock(mu_->mu);
+  absl::MutexLock lock(&mu_);
   SqlRows rows;
   const char* cols = "SELECT principal, object, privilege, granted_by, granted_ms FROM grants";
   if (object.empty()) {
@@ -178,7 +178,7 @@ Result<std::vector<GrantInfo>> Catalog::Grants(const std::string& object) {
 Status Catalog::SetAdmin(const std::string& principal, bool admin) {
   FW_RETURN_IF_ERROR(Authorize("*", Privilege::kAdmin, admin ? "make_admin" : "remove_admin",
                                json{{"principal", principal}}.dump()));
-  std::lock_guard<std::mutex> lock(mu_->mu);
+  absl::MutexLock lock(&mu_);
   return db_->Exec(
       "INSERT INTO principals (name, is_admin, clearances, created_ms) VALUES (?, ?, '', ?) "
       "ON CONFLICT (name) DO UPDATE SET is_admin = excluded.is_admin",
@@ -193,7 +193,7 @@ Status Catalog::SetClearances(const std::string& principal, const std::vector<st
   const std::string joined = absl::StrJoin(sorted, ",");
   FW_RETURN_IF_ERROR(Authorize("*", Privilege::kAdmin, "set_clearances",
                                json{{"principal", principal}, {"clearances", sorted}}.dump()));
-  std::lock_guard<std::mutex> lock(mu_->mu);
+  absl::MutexLock lock(&mu_);
   return db_->Exec(
       "INSERT INTO principals (name, is_admin, clearances, created_ms) VALUES (?, 0, ?, ?) "
       "ON CONFLICT (name) DO UPDATE SET clearances = excluded.clearances",
@@ -201,7 +201,7 @@ Status Catalog::SetClearances(const std::string& principal, const std::vector<st
 }
 
 Result<PrincipalInfo> Catalog::GetPrincipal(const std::string& name) {
-  std::lock_guard<std::mutex> lock(mu_->mu);
+  absl::MutexLock lock(&mu_);
   FW_ASSIGN_OR_RETURN(SqlRows rows, db_->Query("SELECT is_admin, clearances FROM principals WHERE name = ?", {name}));
   PrincipalInfo p;
   p.name = name;
@@ -218,7 +218,7 @@ Status Catalog::TagColumn(const std::string& dataset, const std::string& column,
   if (column.empty()) return absl::InvalidArgumentError("tag: the column name is empty");
   FW_RETURN_IF_ERROR(GetDataset(dataset).status());
   FW_RETURN_IF_ERROR(Authorize(dataset, Privilege::kAdmin, "tag_column", json{{"column", column}, {"tag", tag}}.dump()));
-  std::lock_guard<std::mutex> lock(mu_->mu);
+  absl::MutexLock lock(&mu_);
   return db_->Exec("INSERT INTO column_tags (dataset, column_name, tag) VALUES (?, ?, ?) ON CONFLICT DO NOTHING",
                    {dataset, column, tag});
 }
@@ -226,12 +226,12 @@ Status Catalog::TagColumn(const std::string& dataset, const std::string& column,
 Status Catalog::UntagColumn(const std::string& dataset, const std::string& column, const std::string& tag) {
   FW_RETURN_IF_ERROR(Authorize(dataset, Privilege::kAdmin, "untag_column",
                                json{{"column", column}, {"tag", tag}}.dump()));
-  std::lock_guard<std::mutex> lock(mu_->mu);
+  absl::MutexLock lock(&mu_);
   return db_->Exec("DELETE FROM column_tags WHERE dataset = ? AND column_name = ? AND tag = ?", {dataset, column, tag});
 }
 
 Result<std::map<std::string, std::vector<std::string>>> Catalog::ColumnTags(const std::string& dataset) {
-  std::lock_guard<std::mutex> lock(mu_->mu);
+  absl::MutexLock lock(&mu_);
   FW_ASSIGN_OR_RETURN(SqlRows rows, db_->Query("SELECT column_name, tag FROM column_tags WHERE dataset = ? "
                                                "ORDER BY column_name, tag",
                                                {dataset}));
@@ -244,7 +244,7 @@ Status Catalog::SetMaskPolicy(const std::string& dataset, ReadPolicy::Mode mode)
   FW_RETURN_IF_ERROR(GetDataset(dataset).status());
   FW_RETURN_IF_ERROR(Authorize(dataset, Privilege::kAdmin, "set_mask_policy",
                                json{{"mask", MaskModeName(mode)}}.dump()));
-  std::lock_guard<std::mutex> lock(mu_->mu);
+  absl::MutexLock lock(&mu_);
   return db_->Exec(
       "INSERT INTO policies (dataset, mask, salt) VALUES (?, ?, ?) ON CONFLICT (dataset) DO UPDATE SET mask = "
       "excluded.mask",
@@ -263,7 +263,7 @@ Result<ReadPolicy> Catalog::ReadPolicyFor(const std::string& dataset) {
   ReadPolicy policy;
   if (me.admin || tags.empty()) return policy;
   {
-    std::lock_guard<std::mutex> lock(mu_->mu);
+    absl::MutexLock lock(&mu_);
     FW_ASSIGN_OR_RETURN(SqlRows rows, db_->Query("SELECT mask, salt FROM policies WHERE dataset = ?", {dataset}));
     if (rows.empty()) {
       // A salt is fixed the first time it is needed, so hashes stay stable
@@ -291,7 +291,7 @@ Status Catalog::SetRetention(const std::string& dataset, int64_t keep_versions, 
   FW_RETURN_IF_ERROR(GetDataset(dataset).status());
   FW_RETURN_IF_ERROR(Authorize(dataset, Privilege::kAdmin, "set_retention",
                                json{{"keep_versions", keep_versions}, {"keep_days", keep_days}}.dump()));
-  std::lock_guard<std::mutex> lock(mu_->mu);
+  absl::MutexLock lock(&mu_);
   return db_->Exec(
       "INSERT INTO policies (dataset, mask, salt, keep_versions, keep_days) VALUES (?, 'hash', ?, ?, ?) "
       "ON CONFLICT (dataset) DO UPDATE SET keep_versions = excluded.keep_versions, keep_days = excluded.keep_days",
@@ -299,7 +299,7 @@ Status Catalog::SetRetention(const std::string& dataset, int64_t keep_versions, 
 }
 
 Result<std::map<std::string, std::pair<int64_t, int64_t>>> Catalog::RetentionPolicies() {
-  std::lock_guard<std::mutex> lock(mu_->mu);
+  absl::MutexLock lock(&mu_);
   FW_ASSIGN_OR_RETURN(SqlRows rows, db_->Query("SELECT dataset, keep_versions, keep_days FROM policies WHERE "
                                                "keep_versions > 0 OR keep_days > 0 ORDER BY dataset"));
   std::map<std::string, std::pair<int64_t, int64_t>> out;

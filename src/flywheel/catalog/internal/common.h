@@ -4,14 +4,8 @@
 
 #include <chrono>
 #include <cstdint>
-#include <mutex>
 
 namespace flywheel::catalog {
-
-// Serialises a Catalog's calls on its one connection.
-struct CatalogMutex {
-  std::mutex mu;
-};
 
 namespace internal_catalog {
 
