@@ -69,6 +69,14 @@ class Background:
         self.proc.kill()
         raise AssertionError(f"flywheel {args[0]} did not start: {self.lines} {self.proc.stderr.read()}")
 
+    def interrupt(self, timeout=120):
+        """Ctrl-C, as a user stops a run; killed if it has not ended in `timeout` s."""
+        self.proc.send_signal(signal.SIGINT)
+        try:
+            self.proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+
     def stop(self):
         self.proc.send_signal(signal.SIGTERM)
         try:
@@ -243,11 +251,7 @@ def test_flywheel_run_serves_its_own_dashboard_with_returns_and_policy_lag(tmp_p
         assert [t["up"] for t in status["targets"]] == [True], status
         assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     finally:
-        run.proc.send_signal(signal.SIGINT)
-        try:
-            run.proc.communicate(timeout=120)
-        except subprocess.TimeoutExpired:
-            run.proc.kill()
+        run.interrupt()
 
 
 def test_serve_browses_a_warehouse_without_a_catalog(tmp_path):
@@ -340,9 +344,5 @@ max_new_tokens = 5
         metrics = re.search(r"metrics on (http://\S+)", (tmp_path / "run" / "job.log").read_text()).group(1)
         assert metrics in [t["url"] for t in status["targets"]], status
     finally:
-        run.proc.send_signal(signal.SIGINT)
-        try:
-            run.proc.communicate(timeout=120)
-        except subprocess.TimeoutExpired:
-            run.proc.kill()
+        run.interrupt()
     assert (tmp_path / "run" / "result.json").exists()

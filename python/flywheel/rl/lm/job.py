@@ -937,12 +937,13 @@ class Job:
             t1 = time.monotonic()
             rewards, extra = self.score(items, groups)
             ntok = sum(len(o["tokens"]) for g in groups for o in g)
+            refills = 0
 
-            def more(n, salt=[0]):
-                salt[0] += 1
+            def more(n):
+                nonlocal ntok, refills
+                refills += 1  # each refill samples with seeds of its own
                 its = self.prompts.take(n)
-                grs = self.generate_sync(its, salt[0])
-                nonlocal ntok
+                grs = self.generate_sync(its, refills)
                 ntok += sum(len(o["tokens"]) for g in grs for o in g)
                 return its, grs
             items, groups, rewards, extra, refill_s = self.dynamic_sampling(items, groups, rewards, extra, more)
