@@ -1210,6 +1210,50 @@ LoaderStats LoaderImpl::stats() const {
 
 }  // namespace
 
+namespace {
+
+// A loader whose batches go through LoaderOptions::batch_transform.
+class TransformedLoader final : public Loader {
+ public:
+  TransformedLoader(std::unique_ptr<Loader> inner, std::shared_ptr<const BatchTransform> transform)
+      : inner_(std::move(inner)), transform_(std::move(transform)) {}
+
+  Result<std::shared_ptr<const Batch>> Next(absl::Duration timeout) override {
+    FW_ASSIGN_OR_RETURN(std::shared_ptr<const Batch> b, inner_->Next(timeout));
+    if (b == nullptr) return b;
+    return transform_->Apply(std::move(b));
+  }
+  LoaderState state() const override { return inner_->state(); }
+  Status Restore(const LoaderState& state) override { return inner_->Restore(state); }
+  Status SetEpoch(int64_t epoch) override { return inner_->SetEpoch(epoch); }
+  void Cancel() override { inner_->Cancel(); }
+  LoaderStats stats() const override { return inner_->stats(); }
+  const format::Schema& schema() const override { return inner_->schema(); }
+  int64_t batches_per_epoch() const override { return inner_->batches_per_epoch(); }
+  int64_t epoch_size() const override { return inner_->epoch_size(); }
+
+ private:
+  std::unique_ptr<Loader> inner_;
+  std::shared_ptr<const BatchTransform> transform_;
+};
+
+Result<std::unique_ptr<Loader>> MakeLoader(std::vector<std::shared_ptr<const table::Table>> tables,
+                                           const LoaderOptions& options) {
+  if (options.batch_transform != nullptr && !tables.empty()) {
+    // Checked before any read-ahead starts: a refused column reads nothing.
+    std::vector<std::string> columns = options.columns;
+    if (columns.empty()) {
+      for (const auto& f : tables.front()->schema().fields) columns.push_back(f.name);
+    }
+    FW_RETURN_IF_ERROR(options.batch_transform->Check(columns));
+  }
+  FW_ASSIGN_OR_RETURN(std::unique_ptr<Loader> loader, LoaderImpl::Make(std::move(tables), options));
+  if (options.batch_transform == nullptr) return loader;
+  return std::unique_ptr<Loader>(new TransformedLoader(std::move(loader), options.batch_transform));
+}
+
+}  // namespace
+
 Result<std::unique_ptr<Loader>> Loader::Open(const std::vector<TableRef>& refs,
                                              const LoaderOptions& options,
                                              const table::TableOptions& table_options) {
@@ -1228,12 +1272,12 @@ Result<std::unique_ptr<Loader>> Loader::Open(const std::vector<TableRef>& refs,
                             "loader: opening table ", r.uri);
     tables.push_back(std::move(t));
   }
-  return LoaderImpl::Make(std::move(tables), options);
+  return MakeLoader(std::move(tables), options);
 }
 
 Result<std::unique_ptr<Loader>> Loader::Create(
     std::vector<std::shared_ptr<const table::Table>> tables, const LoaderOptions& options) {
-  return LoaderImpl::Make(std::move(tables), options);
+  return MakeLoader(std::move(tables), options);
 }
 
 }  // namespace flywheel::loader

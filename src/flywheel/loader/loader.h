@@ -27,6 +27,7 @@
 #include "flywheel/base/status.h"
 #include "flywheel/format/types.h"
 #include "flywheel/io/file_system.h"
+#include "flywheel/loader/batch_transform.h"
 #include "flywheel/loader/order.h"
 #include "flywheel/loader/state.h"
 #include "flywheel/loader/transforms/image.h"
@@ -117,6 +118,10 @@ struct LoaderOptions {
   // (default): 200 when num_threads leaves a CPU free for the consumer, else
   // 0 (polling would take CPU time from the workers).
   int64_t consumer_spin_us = -1;
+  // Applied to every batch before Next returns it, and checked against the
+  // columns at open (batch_transform.h): the catalog's read policy uses it.
+  // Null (default): batches as read.
+  std::shared_ptr<const BatchTransform> batch_transform;
 
   Status Validate() const;
 };
@@ -150,6 +155,9 @@ struct Batch {
   // which table (index into the loader's tables; all 0 with one table).
   std::vector<int64_t> indices;
   std::vector<int32_t> tables;
+  // What a BatchTransform's batch keeps alive (the batch it rewrote, the
+  // buffers it made); null for batches as read.
+  std::shared_ptr<const void> keep_alive;
 
   const BatchColumn* column(std::string_view name) const;
 };
