@@ -7,6 +7,7 @@
 #include <map>
 
 #include "flywheel/catalog/catalog.h"
+#include "flywheel/catalog/read_policy.h"
 #include "flywheel/catalog/recorder.h"
 #include "flywheel/table/table.h"
 #include "status.h"
@@ -45,6 +46,43 @@ Node ParseNode(const std::string& text) { return ValueOrThrow(Node::Parse(text))
 }  // namespace
 
 void RegisterCatalog(py::module_& m) {
+  // The column rules for one reader (catalog/read_policy.h): Table reads and
+  // the Loader take it and apply it in C++.
+  py::class_<catalog::ReadGuard, std::shared_ptr<catalog::ReadGuard>>(
+      m, "ReadGuard", "The catalog's column rules for one reader (see docs/catalog.md).")
+      .def_property_readonly("empty", &catalog::ReadGuard::empty)
+      .def_property_readonly("principal", &catalog::ReadGuard::principal)
+      .def_property_readonly("columns",
+                             [](const catalog::ReadGuard& g) {
+                               py::dict d;
+                               for (const auto& c : g.columns()) {
+                                 d[py::str(c.name)] = py::make_tuple(catalog::MaskModeName(c.mode), c.dataset, c.tags);
+                               }
+                               return d;
+                             })
+      .def(
+          "check_read",
+          [](const catalog::ReadGuard& g, const std::vector<std::string>& columns) {
+            py::gil_scoped_release r;
+            ThrowIfError(g.CheckRead(columns));
+          },
+          py::arg("columns"))
+      .def(
+          "check_export",
+          [](const catalog::ReadGuard& g, const std::vector<std::string>& columns, const std::string& location) {
+            py::gil_scoped_release r;
+            ThrowIfError(g.CheckExport(columns, location));
+          },
+          py::arg("columns"), py::arg("location"))
+      .def(
+          "check_predicate",
+          [](const catalog::ReadGuard& g, const std::string& column, const std::string& location,
+             const std::string& action) {
+            py::gil_scoped_release r;
+            ThrowIfError(g.CheckPredicate(column, location, action));
+          },
+          py::arg("column"), py::arg("location"), py::arg("action"));
+
   py::class_<PyCatalog>(m, "Catalog", "A flywheel catalog (see flywheel.catalog.Catalog).")
       .def(py::init<const std::string&, const std::string&, const std::string&, const std::string&,
                     const std::string&>(),
@@ -180,6 +218,17 @@ void RegisterCatalog(py::module_& m) {
              return ValueOrThrow(catalog::AuthorizeTable(&c.c(), arg, p, action, create));
            },
            py::arg("arg"), py::arg("privilege"), py::arg("action"), py::arg("create") = false)
+      .def(
+          "read_guard",
+          [](PyCatalog& c, const std::vector<std::string>& uris) {
+            std::shared_ptr<const catalog::ReadGuard> g;
+            {
+              py::gil_scoped_release r;
+              g = ValueOrThrow(catalog::ReadGuard::For(&c.c(), uris));
+            }
+            return std::const_pointer_cast<catalog::ReadGuard>(g);
+          },
+          py::arg("uris"), py::keep_alive<0, 1>())
       .def("dataset_of",
            [](PyCatalog& c, const std::string& uri) {
              py::gil_scoped_release r;

@@ -20,6 +20,7 @@
 #include "arrays.h"
 #include "arrow.h"
 #include "flywheel/base/metrics.h"
+#include "flywheel/catalog/read_policy.h"
 #include "flywheel/loader/loader.h"
 #include "flywheel/loader/transforms/packing.h"
 #include "status.h"
@@ -210,7 +211,7 @@ std::unique_ptr<Loader> OpenLoader(const std::vector<std::tuple<std::string, std
                                    const std::vector<double>& mixture_weights, int64_t samples_per_epoch,
                                    const std::vector<std::pair<std::string, py::dict>>& images,
                                    const std::string& on_error, bool use_io_uring,
-                                   int64_t consumer_spin_us) {
+                                   int64_t consumer_spin_us, std::shared_ptr<catalog::ReadGuard> guard) {
   std::vector<TableRef> refs;
   for (const auto& [uri, version, tag] : tables) refs.push_back(TableRef{uri, version, tag});
   LoaderOptions o;
@@ -231,6 +232,7 @@ std::unique_ptr<Loader> OpenLoader(const std::vector<std::tuple<std::string, std
   o.samples_per_epoch = samples_per_epoch;
   o.use_io_uring = use_io_uring;
   o.consumer_spin_us = consumer_spin_us;
+  o.batch_transform = std::move(guard);  // the catalog's column rules, applied in every Next
   for (const auto& [column, options] : images) {
     o.images.push_back(loader::ImageColumn{column, ImageOptionsFrom(column, options)});
   }
@@ -250,7 +252,7 @@ void RegisterLoader(py::module_& m) {
                   py::arg("seed"), py::arg("epoch"), py::arg("rank"), py::arg("world_size"), py::arg("drop_last"),
                   py::arg("num_threads"), py::arg("prefetch_bytes"), py::arg("mixture_weights"),
                   py::arg("samples_per_epoch"), py::arg("images"), py::arg("on_error"),
-                  py::arg("use_io_uring"), py::arg("consumer_spin_us") = -1)
+                  py::arg("use_io_uring"), py::arg("consumer_spin_us") = -1, py::arg("guard") = py::none())
       .def(
           "next",
           [](Loader& l, std::optional<double> timeout_s) -> py::object {

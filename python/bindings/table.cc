@@ -29,6 +29,7 @@
 #include "absl/strings/str_cat.h"
 #include "arrays.h"
 #include "arrow.h"
+#include "flywheel/catalog/read_policy.h"
 #include "flywheel/format/arrow.h"
 #include "flywheel/format/codec.h"
 #include "status.h"
@@ -156,11 +157,14 @@ RecordBatch BatchFromPython(const Schema& schema, const std::string& uri, const 
 
 table::CommitOptions Commit(Properties p) { return table::CommitOptions{std::move(p)}; }
 
+// The catalog's column rules for the reader (null: none); reads mask in C++.
+using Guard = std::shared_ptr<catalog::ReadGuard>;
+
 // Scan batches cross as _core.ArrowBatch (to_dict() and the Arrow capsules).
 class PyScan {
  public:
-  PyScan(std::unique_ptr<table::ScanIterator> it, format::LogicalTypes logical)
-      : it_(std::move(it)), logical_(std::move(logical)) {}
+  PyScan(std::unique_ptr<table::ScanIterator> it, format::LogicalTypes logical, Guard guard)
+      : it_(std::move(it)), logical_(std::move(logical)), guard_(std::move(guard)) {}
 
   py::object Next() {
     std::optional<RecordBatch> batch;
@@ -170,6 +174,7 @@ class PyScan {
       if (it_) {
         batch = ValueOrThrow(it_->Next());
         if (!batch) it_.reset();  // drop the snapshot (and its open files) at the end
+        if (batch && guard_) batch = ValueOrThrow(guard_->Mask(std::move(*batch)));
       }
     }
     if (!batch) throw py::stop_iteration();
@@ -180,6 +185,7 @@ class PyScan {
   std::mutex mu_;
   std::unique_ptr<table::ScanIterator> it_;
   const format::LogicalTypes logical_;
+  const Guard guard_;
 };
 
 class PyTable {
@@ -285,21 +291,22 @@ class PyTable {
   }
 
   // ---- reads
-  std::unique_ptr<PyScan> Scan(std::vector<std::string> columns, int64_t batch_rows) const {
+  std::unique_ptr<PyScan> Scan(std::vector<std::string> columns, int64_t batch_rows, Guard guard) const {
     return std::make_unique<PyScan>(Read([&](const Table& t) {
       CheckColumnsNoGil(t, columns);
       return ValueOrThrow(t.Scan(table::ScanOptions{std::move(columns), batch_rows}));
-    }), logical_);
+    }), logical_, std::move(guard));
   }
 
   // Rows as a _core.ArrowBatch (to_dict() and the Arrow capsules).
   py::object Take(const py::array_t<int64_t, py::array::c_style>& indices,
-                  std::vector<std::string> columns) const {
+                  std::vector<std::string> columns, Guard guard) const {
     if (indices.ndim() != 1) throw py::value_error("indices must be 1-d");
     std::vector<int64_t> idx(indices.data(), indices.data() + indices.shape(0));
     RecordBatch b = Read([&](const Table& t) {
       CheckColumnsNoGil(t, columns);
-      return ValueOrThrow(t.Take(idx, columns));
+      RecordBatch taken = ValueOrThrow(t.Take(idx, columns));
+      return guard ? ValueOrThrow(guard->Mask(std::move(taken))) : taken;
     });
     return WrapBatch(std::move(b), logical_);
   }
@@ -308,7 +315,7 @@ class PyTable {
 
   // An arrow_array_stream capsule over a scan of this version.
   py::capsule ArrowStream(std::vector<std::string> columns, std::optional<std::string> where,
-                          int64_t batch_rows) const {
+                          int64_t batch_rows, Guard guard) const {
     table::ScanOptions o{columns, batch_rows, std::nullopt};
     if (where) o.where = ValueOrThrow(table::Predicate::Parse(*where));
     auto [scan, schema] = Read([&](const Table& t) {
@@ -318,7 +325,16 @@ class PyTable {
       for (const auto& n : columns) s.fields.push_back(t.schema().fields[t.schema().FieldIndex(n)]);
       return std::make_pair(std::shared_ptr<table::ScanIterator>(ValueOrThrow(t.Scan(o))), s);
     });
-    return StreamCapsule(std::move(schema), [scan = std::move(scan)]() { return scan->Next(); }, logical_);
+    if (!guard) return StreamCapsule(std::move(schema), [scan = std::move(scan)]() { return scan->Next(); }, logical_);
+    return StreamCapsule(
+        guard->MaskedSchema(std::move(schema)),
+        [scan = std::move(scan), guard]() -> Result<std::optional<RecordBatch>> {
+          FW_ASSIGN_OR_RETURN(std::optional<RecordBatch> b, scan->Next());
+          if (!b) return b;
+          FW_ASSIGN_OR_RETURN(RecordBatch masked, guard->Mask(std::move(*b)));
+          return std::optional<RecordBatch>(std::move(masked));
+        },
+        logical_);
   }
 
   py::capsule ArrowSchemaCapsule() const {
@@ -484,11 +500,11 @@ void RegisterTable(py::module_& m) {
       .def("checkout", &PyTable::Checkout, py::arg("version"))
       .def("checkout_latest", &PyTable::CheckoutLatest)
       .def("scan", &PyTable::Scan, py::arg("columns") = std::vector<std::string>{},
-           py::arg("batch_rows") = 0)
+           py::arg("batch_rows") = 0, py::arg("guard") = py::none())
       .def("take", &PyTable::Take, py::arg("indices"),
-           py::arg("columns") = std::vector<std::string>{})
+           py::arg("columns") = std::vector<std::string>{}, py::arg("guard") = py::none())
       .def("arrow_stream", &PyTable::ArrowStream, py::arg("columns") = std::vector<std::string>{},
-           py::arg("where") = py::none(), py::arg("batch_rows") = 0)
+           py::arg("where") = py::none(), py::arg("batch_rows") = 0, py::arg("guard") = py::none())
       .def("arrow_schema", &PyTable::ArrowSchemaCapsule)
       .def("append_arrow", &PyTable::AppendArrow, py::arg("data"), py::arg("properties") = Properties{})
       .def_static("create_arrow", &PyTable::CreateArrow, py::arg("path"), py::arg("data"), py::arg("codec"),

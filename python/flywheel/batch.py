@@ -14,10 +14,8 @@ from __future__ import annotations
 from collections.abc import MutableMapping
 from typing import Any, Iterator, Mapping, Optional
 
-__all__ = ["Batch", "ArrowStream", "MASKED"]
+__all__ = ["Batch", "ArrowStream"]
 
-# Why a batch the catalog masked has no Arrow form.
-MASKED = "masked batches have no Arrow form (the catalog masks columns for this reader)"
 
 
 class Batch(MutableMapping):

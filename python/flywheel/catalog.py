@@ -405,99 +405,16 @@ def _authorize(arg: PathLike, privilege: str, action: str, create: bool = False)
     return cat._c.authorize_table(text, privilege, action, create)
 
 
-class _Policy:
-    """The masking a reader gets for one table (or the union over a loader's
-    tables): column -> (mode, salt, dataset, tags)."""
-
-    __slots__ = ("columns", "principal")
-
-    def __init__(self, columns: Dict[str, Tuple[str, str, str, List[str]]], principal: str):
-        self.columns = columns
-        self.principal = principal
-
-    def check(self, requested: Optional[List[str]]) -> None:
-        """PermissionError when a refused column is requested (None = all);
-        the refusal is audited."""
-        for col, (mode, _salt, ds, tags) in self.columns.items():
-            if mode == "refuse" and (requested is None or col in requested):
-                _audit_denied("read", ds, {"column": col, "tags": tags})
-                raise PermissionError(
-                    f"column {col!r} of {ds!r} is tagged {', '.join(tags)} and principal {self.principal!r} is not "
-                    f"cleared for it (the dataset refuses it); leave it out with columns=[...]")
-
-    def apply(self, batch: Dict[str, Any]) -> Dict[str, Any]:
-        for col, (mode, salt, _ds, _tags) in self.columns.items():
-            if col in batch:
-                batch[col] = _mask_values(batch[col], mode, salt)
-        return batch
-
-
-def _audit_denied(action: str, dataset: str, detail: Mapping[str, Any]) -> None:
-    cat = default_catalog()
-    if cat is not None:
-        cat._c.audit(action, dataset, json.dumps({**dict(detail), "denied": True}))
-
-
-def _policy_for(uris: List[str]) -> Optional[_Policy]:
-    """The read policy of the acting principal over the tables at ``uris``,
-    or None when nothing is masked (or there is no catalog)."""
+def _policy_for(uris: List[str]) -> Optional[Any]:
+    """The catalog's column rules for the acting principal over the tables at
+    ``uris`` (a ``_core.ReadGuard``: refusals and masking, applied in C++ by
+    Table reads and the Loader), or None when nothing is guarded (or there is
+    no catalog). docs/catalog.md, "Column tags and masking"."""
     cat = default_catalog()
     if cat is None:
         return None
-    cols: Dict[str, Tuple[str, str, str, List[str]]] = {}
-    for uri in uris:
-        ds = cat._c.dataset_of(uri)
-        mode, columns, salt = cat._c.read_policy(ds)
-        for col, tags in columns:
-            prev = cols.get(col)
-            # The strictest mode wins when tables of a mixture differ.
-            if prev is None or ["hash", "null", "refuse"].index(mode) > ["hash", "null", "refuse"].index(prev[0]):
-                cols[col] = (mode, salt, ds, list(tags))
-    return _Policy(cols, cat.principal) if cols else None
-
-
-def _digest(salt: str, value: bytes) -> bytes:
-    import hashlib
-    return hashlib.sha256(salt.encode() + b"\x00" + value).digest()
-
-
-def _mask_values(values: Any, mode: str, salt: str) -> Any:
-    """A column with every value replaced: "hash" keeps strings, bytes and
-    integers joinable (salted SHA-256: "h:<16 hex>" for strings, 8 bytes for
-    binary, the first 8 bytes as a number for integers); other types and
-    "null" become nulls with zeroed storage (the original bytes are gone)."""
-    import numpy as np
-    from ._convert import ListArray
-    if isinstance(values, ListArray):
-        n = len(values.offsets) - 1
-        return ListArray(np.zeros(n + 1, np.int64), values.values[:0], np.ones(n, bool))
-    if isinstance(values, np.ndarray):
-        data = np.asarray(values)
-        n = data.shape[0]
-        if mode == "hash" and data.dtype.kind in "iu" and data.ndim == 1:
-            old_mask = np.ma.getmaskarray(values) if isinstance(values, np.ma.MaskedArray) else None
-            out = np.empty(n, dtype=data.dtype)
-            for i, v in enumerate(data.tolist()):
-                h = int.from_bytes(_digest(salt, str(int(v)).encode())[:8], "little", signed=False)
-                out[i] = np.array(h, dtype=np.uint64).astype(data.dtype)
-            if old_mask is not None and old_mask.any():
-                out[old_mask] = 0
-                return np.ma.MaskedArray(out, mask=old_mask)
-            return out
-        return np.ma.MaskedArray(np.zeros_like(data), mask=np.ones(data.shape, bool))
-    if isinstance(values, list):
-        if mode == "hash":
-            out = []
-            for v in values:
-                if v is None:
-                    out.append(None)
-                elif isinstance(v, bytes):
-                    out.append(_digest(salt, v)[:8])
-                else:
-                    out.append("h:" + _digest(salt, str(v).encode()).hex()[:16])
-            return out
-        return [None] * len(values)
-    raise TypeError(f"cannot mask a column of type {type(values).__name__}")
+    guard = cat._c.read_guard([os.fspath(u) for u in uris])
+    return None if guard.empty else guard
 
 
 def _note_read(uri: str, version: int) -> None:

@@ -33,7 +33,7 @@ import numpy as np
 
 from . import _core
 from . import catalog as _catalog
-from .batch import MASKED, Batch
+from .batch import Batch
 from ._convert import batch_from_core
 
 __all__ = ["Loader"]
@@ -179,6 +179,11 @@ class Loader:
         else:
             images = []
         self._transforms = self._normalize_transforms(transforms)
+        self._paths = [r[0] for r in refs]
+        # The catalog's column rules for this reader (docs/catalog.md), applied
+        # by the C++ loader: refused columns fail the open, masked ones are
+        # replaced in every batch before it reaches Python.
+        self._policy = _catalog._policy_for(self._paths)
         try:
             self._core = _core.Loader.open(
                 tables=refs, columns=list(columns) if columns is not None else [], batch_size=int(batch_size),
@@ -188,7 +193,7 @@ class Loader:
                 prefetch_bytes=int(prefetch_bytes), mixture_weights=[float(w) for w in (mixture_weights or [])],
                 samples_per_epoch=int(samples_per_epoch), images=[(im.column, im.options) for im in images],
                 on_error=str(on_error), use_io_uring=bool(use_io_uring),
-                consumer_spin_us=int(consumer_spin_us))
+                consumer_spin_us=int(consumer_spin_us), guard=self._policy)
         except FileNotFoundError as e:
             if "has no column" in str(e):  # as flywheel.Table: an unknown column is a KeyError
                 raise KeyError(str(e)) from None
@@ -199,12 +204,6 @@ class Loader:
             import torch  # noqa: F401  (fail at construction, not at the first batch)
             self._torch = torch
         self._started: Optional[float] = None
-        self._paths = [r[0] for r in refs]
-        # The catalog's masking for this reader (docs/catalog.md): refused
-        # columns fail here, masked ones are replaced in every batch.
-        self._policy = _catalog._policy_for(self._paths)
-        if self._policy is not None:
-            self._policy.check(list(columns) if columns is not None else None)
         self._num_tables = len(refs)
         self._raw_bps: Optional[float] = None
 
@@ -255,10 +254,7 @@ class Loader:
         if out is None:
             return None
         _epoch, _position, columns, indices, tables, arrow = out
-        if self._policy is not None:
-            batch = Batch(self._policy.apply(batch_from_core(columns)), None, MASKED)
-        else:
-            batch = Batch(batch_from_core(columns), arrow)
+        batch = Batch(batch_from_core(columns), arrow)
         if self._return_indices:
             batch["__index__"] = indices
             if self.num_tables > 1:

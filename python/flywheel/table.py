@@ -19,7 +19,7 @@ import numpy as np
 from . import _core
 from . import catalog as _catalog
 from ._convert import batch_from_core, column_to_core, indices_to_core
-from .batch import MASKED, ArrowStream, Batch
+from .batch import ArrowStream, Batch
 
 __all__ = ["Table"]
 
@@ -59,11 +59,10 @@ def _names(columns: Optional[Iterable[str]]) -> List[str]:
     return list(columns)
 
 
-def _batch(core: "_core.ArrowBatch", policy) -> Batch:
-    """A scan or take batch: the columns, with the Arrow form unless masked."""
-    if policy is None:
-        return Batch(batch_from_core(core.to_dict()), core)
-    return Batch(policy.apply(batch_from_core(core.to_dict())), None, MASKED)
+def _batch(core: "_core.ArrowBatch") -> Batch:
+    """A scan or take batch (masked in C++ where the catalog says): the
+    columns, and the same buffers' Arrow form."""
+    return Batch(batch_from_core(core.to_dict()), core)
 
 
 def _is_arrow(obj: Any) -> bool:
@@ -251,10 +250,10 @@ class Table:
 
         Raises KeyError for an unknown column (at the call, not on iteration).
         """
-        policy = self._read_check(columns)
-        it = self._t.scan(_names(columns), int(batch_rows or 0))
+        guard = self._read_check(columns)
+        it = self._t.scan(_names(columns), int(batch_rows or 0), guard)
         _catalog._note_read(self.path, self.version)
-        return (_batch(b, policy) for b in it)
+        return (_batch(b) for b in it)
 
     def take(self, indices: Union[Sequence[int], np.ndarray],
              columns: Optional[Sequence[str]] = None) -> Batch:
@@ -265,21 +264,22 @@ class Table:
         Raises IndexError for an index outside ``[0, num_rows)`` (negative
         indices are not wrapped), KeyError for an unknown column.
         """
-        policy = self._read_check(columns)
-        core = self._t.take(indices_to_core(indices), _names(columns))
+        guard = self._read_check(columns)
+        core = self._t.take(indices_to_core(indices), _names(columns), guard)
         _catalog._note_read(self.path, self.version)
-        return _batch(core, policy)
+        return _batch(core)
 
     def _read_check(self, columns: Optional[Sequence[str]]):
-        """With a catalog: READ checked and audited, and the masking this
-        reader gets (None: none). Refused columns raise PermissionError."""
+        """With a catalog: READ checked and audited, and the column rules this
+        reader gets (a ``_core.ReadGuard``; None: none), which the C++ read
+        applies. Refused columns raise PermissionError (audited)."""
         if _catalog.default_catalog() is None:
             return None
         _catalog._authorize(self.path, "READ", "read")
         if self._policy is False:
             self._policy = _catalog._policy_for([self.path])
         if self._policy is not None:
-            self._policy.check(_names(columns) or None)
+            self._policy.check_read(_names(columns))
         return self._policy
 
     def to_dict(self, columns: Optional[Sequence[str]] = None) -> Dict[str, Any]:
@@ -293,33 +293,29 @@ class Table:
 
     # ------------------------------------------------------------------ Arrow
 
-    def _export_check(self, columns: Optional[Sequence[str]], what: str) -> None:
-        """With a catalog: READ checked and audited as an export; tagged
-        columns are refused (exports, Parquet or Arrow, are never masked)."""
+    def _export_check(self, columns: Optional[Sequence[str]]) -> None:
+        """With a catalog: READ checked and audited as an export; a file
+        export refuses every uncleared tagged column it would write, whatever
+        the mode (files leave the catalog's reach, so they are never masked)."""
         if _catalog.default_catalog() is None:
             return
         _catalog._authorize(self.path, "READ", "export")
-        policy = _catalog._policy_for([self.path])
-        if policy is not None:
-            wanted = _names(columns) or list(self.schema)
-            hidden = [c for c in wanted if c in policy.columns]
-            if hidden:
-                _catalog._audit_denied("export", policy.columns[hidden[0]][2], {"columns": hidden})
-                raise PermissionError(
-                    f"columns {hidden} of {self.path} are tagged and principal {policy.principal!r} is not "
-                    f"cleared for them; export the others with columns=[...] ({what} are never masked)")
+        guard = _catalog._policy_for([self.path])
+        if guard is not None:
+            guard.check_export(_names(columns) or list(self.schema), self.path)
 
     def _arrow_stream(self, columns: Optional[Sequence[str]] = None, where: Optional[str] = None,
                       batch_rows: Optional[int] = None) -> ArrowStream:
-        self._export_check(columns, "Arrow exports")
-        self._predicate_check(where, "export")
+        # An Arrow stream is a read: masked as scan is (file exports refuse).
+        guard = self._read_check(columns)
+        self._predicate_check(where, "read")
         names = _names(columns)
         rows = int(batch_rows or 0)
         # Made now, so errors (KeyError, ValueError) come from this call; the
         # first reader takes this stream, later ones get new ones.
-        first = self._t.arrow_stream(names, where, rows)
+        first = self._t.arrow_stream(names, where, rows, guard)
         _catalog._note_read(self.path, self.version)
-        return ArrowStream(lambda: self._t.arrow_stream(names, where, rows), self._t.arrow_schema, first)
+        return ArrowStream(lambda: self._t.arrow_stream(names, where, rows, guard), self._t.arrow_schema, first)
 
     def __arrow_c_stream__(self, requested_schema: Any = None):
         """Arrow PyCapsule interface: this version as a stream of record
@@ -360,7 +356,7 @@ class Table:
         Columns ingested from Parquet dates, timestamps and decimals get those
         types back (docs/ingest.md, "Export"). codec: none, snappy, gzip,
         brotli, zstd or lz4_raw."""
-        self._export_check(columns, "exports")
+        self._export_check(columns)
         n = _core.export_parquet(self.path, self.version, str(path), _names(columns), codec, int(row_group_rows))
         out = "file:" + os.path.abspath(str(path))
         _catalog._record_op("export", f"export:{self.path}", [(self.path, self.version)], [out],
@@ -509,13 +505,9 @@ class Table:
         reading that column is; otherwise which rows match would leak."""
         if where is None or _catalog.default_catalog() is None:
             return
-        policy = _catalog._policy_for([self.path])
-        column = _core.predicate_column(where)
-        if policy is not None and column in policy.columns:
-            _catalog._audit_denied(action, policy.columns[column][2], {"columns": [column], "where": True})
-            raise PermissionError(
-                f"column {column!r} of {self.path} is tagged and principal {policy.principal!r} is not "
-                f"cleared for it: it cannot be used in a predicate ({action})")
+        guard = _catalog._policy_for([self.path])
+        if guard is not None:
+            guard.check_predicate(_core.predicate_column(where), self.path, action)
 
     def _written(self, op: str, before: Optional[int]) -> None:
         """Lineage of a write: an output of the active flywheel.run, or a run

@@ -258,9 +258,16 @@ Result<format::RecordBatch> ReadGuard::Mask(format::RecordBatch batch) const {
     const Column* rule = Find(batch.schema.fields[i].name);
     if (rule == nullptr) continue;
     batch.columns[i] = MaskColumn(batch.columns[i], *rule);
-    if (batch.columns[i].null_count > 0) batch.schema.fields[i].nullable = true;
+    batch.schema.fields[i].nullable = true;  // masked columns may hold nulls (MaskedSchema)
   }
   return batch;
+}
+
+format::Schema ReadGuard::MaskedSchema(format::Schema schema) const {
+  for (auto& f : schema.fields) {
+    if (Find(f.name) != nullptr) f.nullable = true;
+  }
+  return schema;
 }
 
 Status ReadGuard::Check(const std::vector<std::string>& columns) const { return CheckRead(columns); }
@@ -295,7 +302,7 @@ Result<std::shared_ptr<const loader::Batch>> ReadGuard::Apply(std::shared_ptr<co
     bc.offsets = m.offsets.empty() ? nullptr : m.offsets.as<int64_t>();
     bc.validity = m.null_count > 0 ? m.validity.data : nullptr;
     bc.null_count = m.null_count;
-    bc.nullable = bc.nullable || m.null_count > 0;
+    bc.nullable = true;
   }
   out->keep_alive = std::move(owned);
   return std::shared_ptr<const loader::Batch>(std::move(out));

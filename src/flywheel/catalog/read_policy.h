@@ -68,9 +68,11 @@ class ReadGuard final : public loader::BatchTransform {
   // uncleared tagged column, since which rows match would leak its values.
   Status CheckPredicate(std::string_view column, std::string_view location, std::string_view action) const;
 
-  // `batch` with its guarded columns masked (fields made nullable where a
-  // column gained nulls). Unguarded columns share their buffers.
+  // `batch` with its guarded columns masked and their fields nullable (as
+  // MaskedSchema says). Unguarded columns share their buffers.
   Result<format::RecordBatch> Mask(format::RecordBatch batch) const;
+  // The schema of masked batches: guarded fields nullable.
+  format::Schema MaskedSchema(format::Schema schema) const;
   // One column, masked as `rule` says (format::Column's layout).
   static format::Column MaskColumn(const format::Column& column, const Column& rule);
 
