@@ -17,7 +17,6 @@ from typing import Any, Iterator, Mapping, Optional
 __all__ = ["Batch", "ArrowStream"]
 
 
-
 class Batch(MutableMapping):
     """``{column: data}`` (see :meth:`flywheel.Table.scan` for the forms) that
     also exports itself through the Arrow C data interface.

@@ -74,26 +74,9 @@ Result<std::string> AuthorizedTable(const std::string& arg, catalog::Privilege p
   return catalog::AuthorizeTable(c, arg, p, action, for_create);
 }
 
-Status CheckColumnsReadable(const table::Table& t, const std::vector<std::string>& columns,
-                            const std::string& action) {
+Result<std::shared_ptr<const catalog::ReadGuard>> ReadGuardFor(const table::Table& t) {
   FW_ASSIGN_OR_RETURN(catalog::Catalog * c, CliCatalog());
-  if (c == nullptr) return absl::OkStatus();
-  FW_ASSIGN_OR_RETURN(catalog::DatasetInfo ds, c->ResolveTable(t.uri()));
-  FW_ASSIGN_OR_RETURN(catalog::ReadPolicy policy, c->ReadPolicyFor(ds.name));
-  std::vector<std::string> hidden;
-  for (const auto& col : policy.columns) {
-    if (columns.empty() || std::find(columns.begin(), columns.end(), col.name) != columns.end()) {
-      hidden.push_back(col.name);
-    }
-  }
-  if (hidden.empty()) return absl::OkStatus();
-  std::string list;
-  for (const auto& h : hidden) absl::StrAppend(&list, list.empty() ? "" : ", ", h);
-  FW_RETURN_IF_ERROR(c->Audit(action, ds.name, absl::StrCat("{\"denied\": true, \"columns\": \"", list, "\"}")));
-  return absl::PermissionDeniedError(absl::StrCat("columns ", list, " of '", ds.name,
-                                                  "' are tagged and principal '", c->principal(),
-                                                  "' is not cleared for them (the CLI never masks: leave them out "
-                                                  "with --columns)"));
+  return catalog::ReadGuard::For(c, {t.uri()});
 }
 
 void RecordTableWrite(const std::string& job_type, const table::Table& after, int64_t before,

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "flywheel/base/status.h"
+#include "flywheel/catalog/read_policy.h"
 #include "flywheel/catalog/recorder.h"
 
 namespace flywheel::cli {
@@ -29,11 +30,10 @@ Result<catalog::Catalog*> CliCatalog();
 Result<std::string> AuthorizedTable(const std::string& arg, catalog::Privilege p, const std::string& action,
                                     bool for_create = false);
 
-// With a catalog: PermissionDenied (audited) when any of `columns` (empty =
-// all of `t`'s) is tagged and the principal is not cleared for it. The CLI
-// prints and exports values as they are, so it refuses instead of masking.
-Status CheckColumnsReadable(const table::Table& t, const std::vector<std::string>& columns,
-                            const std::string& action);
+// The catalog's column rules for the principal reading `t`
+// (catalog/read_policy.h): reads mask or refuse with it as the Python API
+// and the Loader do; exports refuse. Without a catalog: an empty guard.
+Result<std::shared_ptr<const catalog::ReadGuard>> ReadGuardFor(const table::Table& t);
 
 void RecordTableWrite(const std::string& job_type, const table::Table& after, int64_t before,
                       const std::string& params_json = "{}");

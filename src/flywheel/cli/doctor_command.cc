@@ -140,7 +140,10 @@ loader::LoaderOptions LoaderOptionsOf(const DoctorArgs& a) {
 Result<std::shared_ptr<table::Table>> OpenForLoader(const DoctorArgs& a) {
   FW_ASSIGN_OR_RETURN(std::string path, AuthorizedTable(a.table, catalog::Privilege::kRead, "doctor"));
   FW_ASSIGN_OR_RETURN_CTX(std::shared_ptr<table::Table> t, table::Table::Open(path), "opening table ", a.table);
-  FW_RETURN_IF_ERROR(CheckColumnsReadable(*t, a.columns, "doctor"));
+  // The doctor reads what this principal may read: refused columns fail
+  // here, masked ones are masked in its loader (RunLoader).
+  FW_ASSIGN_OR_RETURN(auto guard, ReadGuardFor(*t));
+  FW_RETURN_IF_ERROR(guard->CheckRead(a.columns, "doctor"));
   FW_RETURN_IF_ERROR_CTX(LoaderOptionsOf(a).Validate(), "loader options");
   for (const auto& c : a.columns) {
     if (t->schema().FieldIndex(c) < 0) {
@@ -154,7 +157,10 @@ Result<std::shared_ptr<table::Table>> OpenForLoader(const DoctorArgs& a) {
 // Runs a loader over `t` for `a.seconds`, taking batches as fast as
 // possible, and returns its stage figures over that time (after the first batch).
 Result<obs::StageFigures> RunLoader(const DoctorArgs& a, std::shared_ptr<table::Table> t) {
-  FW_ASSIGN_OR_RETURN_CTX(std::unique_ptr<loader::Loader> l, loader::Loader::Create({std::move(t)}, LoaderOptionsOf(a)),
+  loader::LoaderOptions o = LoaderOptionsOf(a);
+  FW_ASSIGN_OR_RETURN(auto guard, ReadGuardFor(*t));
+  if (!guard->empty()) o.batch_transform = guard;
+  FW_ASSIGN_OR_RETURN_CTX(std::unique_ptr<loader::Loader> l, loader::Loader::Create({std::move(t)}, o),
                           "loader on ", a.table);
   if (l->epoch_size() == 0 || l->batches_per_epoch() == 0) {
     return absl::FailedPreconditionError(absl::StrCat("table ", a.table, " has no rows to load"));

@@ -277,7 +277,15 @@ void AddExportCommand(CLI::App& app, int* rc) {
     if (!c.ok()) return void(*rc = Fail(Annotate(c.status(), "--codec")));
     o.writer.codec = *c;
     if (*no_dict) o.writer.dictionary_bytes = 0;
-    if (Status s = CheckColumnsReadable(**t, o.columns, "export"); !s.ok()) return void(*rc = Fail(s));
+    // A file leaves the catalog's reach: uncleared tagged columns are
+    // refused whatever the mode (never masked), as Table.to_parquet does.
+    auto guard = ReadGuardFor(**t);
+    if (!guard.ok()) return void(*rc = Fail(guard.status()));
+    std::vector<std::string> written = o.columns;
+    if (written.empty()) {
+      for (const auto& f : (*t)->schema().fields) written.push_back(f.name);
+    }
+    if (Status s = (*guard)->CheckExport(written, "'" + *ref + "'"); !s.ok()) return void(*rc = Fail(s));
     auto cat = CliCatalog();
     if (!cat.ok()) return void(*rc = Fail(cat.status()));
     auto run = catalog::RunScope::Start(*cat, "export:" + *ref, "export",

@@ -212,8 +212,13 @@ void AddTableCommands(CLI::App& app, int* rc) {
       const int64_t rows = std::min(*n, (*t)->num_rows());
       std::vector<int64_t> idx(static_cast<size_t>(std::max<int64_t>(rows, 0)));
       for (int64_t i = 0; i < rows; ++i) idx[i] = i;
-      if (Status s = CheckColumnsReadable(**t, *columns, "read"); !s.ok()) return void(*rc = Fail(s));
-      auto b = (*t)->Take(idx, *columns);
+      // Masked or refused per the catalog, as the Python API and the Loader do.
+      auto guard = ReadGuardFor(**t);
+      if (!guard.ok()) return void(*rc = Fail(guard.status()));
+      if (Status s = (*guard)->CheckRead(*columns); !s.ok()) return void(*rc = Fail(s));
+      auto taken = (*t)->Take(idx, *columns);
+      if (!taken.ok()) return void(*rc = Fail(taken.status()));
+      auto b = (*guard)->Mask(*std::move(taken));
       if (!b.ok()) return void(*rc = Fail(b.status()));
       if (*as_json) {
         for (int64_t r = 0; r < b->num_rows; ++r) std::printf("%s\n", RowToJson(*b, r).c_str());
@@ -319,7 +324,11 @@ void AddTableCommands(CLI::App& app, int* rc) {
         if (!p.ok()) return void(*rc = Fail(p.status()));
         // A predicate reads its column: which rows match would tell an
         // uncleared principal about a tagged column, so it is refused as a read is.
-        if (Status s = CheckColumnsReadable(**t, {p->column}, "delete"); !s.ok()) return void(*rc = Fail(s));
+        auto guard = ReadGuardFor(**t);
+        if (!guard.ok()) return void(*rc = Fail(guard.status()));
+        if (Status s = (*guard)->CheckPredicate(p->column, "'" + *path + "'", "delete"); !s.ok()) {
+          return void(*rc = Fail(s));
+        }
         auto d = (*t)->DeleteWhere(*p);
         if (!d.ok()) return void(*rc = Fail(d.status()));
         n = *d;
