@@ -5,6 +5,8 @@
 #include <pybind11/stl.h>
 
 #include <map>
+#include <tuple>
+#include <vector>
 
 #include "flywheel/catalog/catalog.h"
 #include "flywheel/catalog/read_policy.h"
@@ -140,6 +142,33 @@ void RegisterCatalog(py::module_& m) {
              return ValueOrThrow(catalog::MirrorVersion(c.c(), *t)).ToString();
            },
            "Registers the table (if new) and records its version; returns 'ns/t@v'.")
+      .def(
+          "record_operation",
+          [](PyCatalog& c, const std::string& run_id, const std::string& job_type, const std::string& job,
+             const std::vector<std::tuple<std::string, std::string, int64_t, std::string>>& inputs,
+             const std::vector<std::tuple<std::string, std::string, int64_t, std::string>>& outputs,
+             const std::string& params) {
+            // Nodes: (text, uri, version, detail_json); a table when uri is set.
+            auto nodes = [](const auto& in) {
+              std::vector<catalog::OperationNode> out;
+              for (const auto& [text, uri, version, detail] : in) out.push_back({uri, version, text, detail});
+              return out;
+            };
+            py::gil_scoped_release r;
+            return ValueOrThrow(catalog::RecordOperation(c.c(), run_id, job_type, job, nodes(inputs), nodes(outputs),
+                                                         params));
+          },
+          py::arg("run_id"), py::arg("job_type"), py::arg("job"), py::arg("inputs"), py::arg("outputs"),
+          py::arg("params") = "{}", "Records an operation as lineage (recorder.h RecordOperation); returns the run id.")
+      .def(
+          "record_table_write",
+          [](PyCatalog& c, const std::string& run_id, const std::string& op, const std::string& uri, int64_t before,
+             int64_t after) {
+            py::gil_scoped_release r;
+            ThrowIfError(catalog::RecordTableWrite(c.c(), run_id, op, uri, before, after));
+          },
+          py::arg("run_id"), py::arg("op"), py::arg("uri"), py::arg("before"), py::arg("after"),
+          "Audits a commit and records it as lineage (recorder.h RecordTableWrite).")
       .def("start_run",
            [](PyCatalog& c, const std::string& job, const std::string& job_type, const std::string& params) {
              py::gil_scoped_release r;

@@ -281,7 +281,6 @@ class Run:
         self.id: Optional[str] = None
         self._token = None
         self._reads: Dict[Tuple[str, int], None] = {}
-        self._writes: Dict[Tuple[str, int], None] = {}
         self._loaders: List[Tuple[Any, Dict[str, Any]]] = []
         self._finished = False
 
@@ -357,9 +356,6 @@ class Run:
     def _note_read(self, uri: str, version: int) -> None:
         self._reads[(uri, int(version))] = None
 
-    def _note_write(self, uri: str, version: int) -> None:
-        self._writes[(uri, int(version))] = None
-
     def _note_loader(self, loader: Any) -> None:
         # A loader first seen here starts its record at its state now.
         if not any(l is loader for l, _ in self._loaders):
@@ -379,8 +375,6 @@ class Run:
             for s in self._samples():
                 detail = {k: s[k] for k in ("state", "start", "rank", "world_size")}
                 c.add_edge(self.id, True, f"{s['dataset']}@{s['version']}", json.dumps(detail))
-            for (uri, v) in self._writes:
-                c.add_edge(self.id, False, c.mirror(uri, v), "{}")
         finally:
             c.finish_run(self.id, state, error)
 
@@ -429,11 +423,12 @@ def _note_loader(loader: Any) -> None:
         r._note_loader(loader)
 
 
-def _record_op(job_type: str, job: str, inputs: List[str], outputs: List[str],
+def _record_op(job_type: str, job: str, inputs: List[Any], outputs: List[Any],
                params: Optional[Mapping[str, Any]] = None, detail: Optional[Mapping[str, Mapping]] = None) -> None:
-    """An operation flywheel ran (ingest, export, compact, write): its edges go
-    to the active run, or to a run of its own when none is active. Nodes are
-    "ns/t@v" / "file:PATH" texts or (uri, version) pairs of tables."""
+    """An operation flywheel ran (ingest, export, compact): recorded by the
+    C++ recorder (recorder.h RecordOperation) as edges of the active run, or
+    as a run of its own when none is active. Nodes are "ns/t@v" / "file:PATH"
+    texts or (uri, version) pairs of tables."""
     detail = detail or {}
     active = _current.get()
     if active is not None and active.id is None:
@@ -441,24 +436,10 @@ def _record_op(job_type: str, job: str, inputs: List[str], outputs: List[str],
     cat = active.catalog if active is not None else default_catalog()
     if cat is None:
         return
-    c = cat._c
 
-    def text(n):
-        return c.mirror(n[0], int(n[1])) if isinstance(n, tuple) else n
+    def node(n):
+        d = json.dumps(detail.get(str(n), {}), default=str)
+        return ("", os.fspath(n[0]), int(n[1]), d) if isinstance(n, tuple) else (n, "", -1, d)
 
-    if active is not None:
-        for n in inputs:
-            c.add_edge(active.id, True, text(n), json.dumps(detail.get(str(n), {}), default=str))
-        for n in outputs:
-            c.add_edge(active.id, False, text(n), json.dumps(detail.get(str(n), {}), default=str))
-        return
-    run_id = c.start_run(job, job_type, json.dumps(dict(params or {}), default=str))
-    try:
-        for n in inputs:
-            c.add_edge(run_id, True, text(n), json.dumps(detail.get(str(n), {}), default=str))
-        for n in outputs:
-            c.add_edge(run_id, False, text(n), json.dumps(detail.get(str(n), {}), default=str))
-    except BaseException as e:
-        c.finish_run(run_id, "FAIL", str(e))
-        raise
-    c.finish_run(run_id, "COMPLETE", "")
+    cat._c.record_operation(active.id if active is not None else "", job_type, job, [node(n) for n in inputs],
+                            [node(n) for n in outputs], json.dumps(dict(params or {}), default=str))

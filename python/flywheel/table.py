@@ -512,17 +512,13 @@ class Table:
     def _written(self, op: str, before: Optional[int]) -> None:
         """Lineage of a write: an output of the active flywheel.run, or a run
         of its own when a catalog is configured (docs/catalog.md)."""
-        cat = _catalog.default_catalog()
-        if cat is not None:
-            cat._c.audit("commit", cat._c.dataset_of(self.path),
-                         json.dumps({"version": self.version, "operation": op}))
         run = _catalog.current_run()
-        if run is not None:
-            run._note_write(self.path, self.version)
-            return
-        name = cat._c.dataset_of(self.path) if cat is not None else self.path
-        _catalog._record_op(op, f"{op}:{name}", [(self.path, before)] if before else [],
-                            [(self.path, self.version)])
+        cat = run.catalog if run is not None and run.id is not None else _catalog.default_catalog()
+        if cat is not None:
+            # recorder.h RecordTableWrite: the commit audited, the version an
+            # output of the active run or of a run of its own.
+            cat._c.record_table_write(run.id if run is not None and run.id else "", op, self.path,
+                                      int(before or 0), self.version)
 
     # ------------------------------------------------------ version management
 

@@ -281,6 +281,53 @@ Status RunScope::OutputFile(const std::string& path, const std::string& detail_j
              detail_json);
 }
 
+namespace {
+
+Result<Node> OperationNodeOf(Catalog& catalog, const OperationNode& n) {
+  if (n.uri.empty()) return Node::Parse(n.text);
+  table::OpenOptions o;
+  o.version = n.version;
+  FW_ASSIGN_OR_RETURN_CTX(auto t, table::Table::Open(n.uri, o), "recording lineage of ", n.uri, "@", n.version);
+  return MirrorVersion(catalog, *t);
+}
+
+}  // namespace
+
+Result<std::string> RecordOperation(Catalog& catalog, const std::string& run_id, const std::string& job_type,
+                                    const std::string& job, const std::vector<OperationNode>& inputs,
+                                    const std::vector<OperationNode>& outputs, const std::string& params_json) {
+  auto add_all = [&](const std::string& id) -> Status {
+    for (int side = 0; side < 2; ++side) {
+      for (const auto& n : side == 0 ? inputs : outputs) {
+        FW_ASSIGN_OR_RETURN(Node node, OperationNodeOf(catalog, n));
+        FW_RETURN_IF_ERROR(catalog.AddEdge(Edge{id, side == 0, node, n.detail_json}));
+      }
+    }
+    return absl::OkStatus();
+  };
+  if (!run_id.empty()) {
+    FW_RETURN_IF_ERROR(add_all(run_id));
+    return run_id;
+  }
+  FW_ASSIGN_OR_RETURN(auto run, RunScope::Start(&catalog, job, job_type, params_json));
+  const Status added = add_all(run->run_id());
+  FW_RETURN_IF_ERROR(run->Finish(added));
+  FW_RETURN_IF_ERROR(added);
+  return run->run_id();
+}
+
+Status RecordTableWrite(Catalog& catalog, const std::string& run_id, const std::string& op, const std::string& uri,
+                        int64_t before, int64_t after, const std::string& params_json) {
+  FW_ASSIGN_OR_RETURN(DatasetInfo ds, catalog.ResolveTable(uri));
+  FW_RETURN_IF_ERROR(catalog.Audit("commit", ds.name,
+                                   absl::StrCat("{\"version\": ", after, ", \"operation\": \"", op, "\"}")));
+  std::vector<OperationNode> inputs;
+  if (before >= 1 && run_id.empty()) inputs.push_back(OperationNode{uri, before, "", "{}"});
+  return RecordOperation(catalog, run_id, op, absl::StrCat(op, ":", ds.name), inputs,
+                         {OperationNode{uri, after, "", "{}"}}, params_json)
+      .status();
+}
+
 Status RunScope::Finish(const Status& outcome) {
   if (catalog_ == nullptr || finished_) return absl::OkStatus();
   finished_ = true;

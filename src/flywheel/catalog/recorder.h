@@ -76,6 +76,33 @@ struct RetentionOutcome {
 Result<std::vector<RetentionOutcome>> ApplyRetention(Catalog& catalog, const std::string& dataset = "",
                                                      bool dry_run = false, int64_t grace_ms = 3600 * 1000);
 
+// ---- operations as lineage (the one implementation; the CLI and Python call it)
+// A node of an operation: a table version (`uri` and `version`, mirrored into
+// the catalog) or, when `uri` is empty, a node text ("file:/p", "ns/t@v",
+// "arrow:pyarrow.Table").
+struct OperationNode {
+  std::string uri;
+  int64_t version = -1;
+  std::string text;
+  std::string detail_json = "{}";
+};
+
+// Records an operation flywheel ran (ingest, export, compact, a table write):
+// its inputs and outputs become edges of run `run_id` when one is given (an
+// active run), else of a run of its own (`job`, `job_type`, `params_json`)
+// finished COMPLETE, or FAIL when recording an edge fails. Returns the run id.
+Result<std::string> RecordOperation(Catalog& catalog, const std::string& run_id, const std::string& job_type,
+                                    const std::string& job, const std::vector<OperationNode>& inputs,
+                                    const std::vector<OperationNode>& outputs, const std::string& params_json = "{}");
+
+// A commit to the table at `uri` (version `before` -> `after`; `before` 0 for
+// a create): a "commit" audit event, and the operation `op` recorded as above
+// (input: the version before, when there was one; output: the new version).
+// With `run_id` (an active run, which names its own inputs) the new version
+// is recorded as that run's output only.
+Status RecordTableWrite(Catalog& catalog, const std::string& run_id, const std::string& op, const std::string& uri,
+                        int64_t before, int64_t after, const std::string& params_json = "{}");
+
 class RunScope {
  public:
   // `catalog` may be null (nothing is recorded).

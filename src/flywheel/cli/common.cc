@@ -83,19 +83,7 @@ void RecordTableWrite(const std::string& job_type, const table::Table& after, in
                       const std::string& params_json) {
   auto c = CliCatalog();
   if (!c.ok() || *c == nullptr) return;
-  Status s = [&]() -> Status {
-    FW_ASSIGN_OR_RETURN(catalog::Node out, catalog::MirrorVersion(**c, after));
-    FW_ASSIGN_OR_RETURN(auto run, catalog::RunScope::Start(*c, absl::StrCat(job_type, ":", out.name), job_type,
-                                                           params_json));
-    if (before >= 1) {
-      FW_ASSIGN_OR_RETURN(auto prev, after.Checkout(before));
-      FW_RETURN_IF_ERROR(run->Input(*prev));
-    }
-    FW_RETURN_IF_ERROR(run->Output(after));
-    FW_RETURN_IF_ERROR(run->Finish(absl::OkStatus()));
-    return (*c)->Audit("commit", out.name,
-                       absl::StrCat("{\"version\": ", after.version(), ", \"operation\": \"", job_type, "\"}"));
-  }();
+  const Status s = catalog::RecordTableWrite(**c, "", job_type, after.uri(), before, after.version(), params_json);
   if (!s.ok()) {
     FW_LOG(WARNING) << "catalog: recording the " << job_type << " of " << after.uri() << ": " << s.message();
   }
