@@ -30,11 +30,11 @@
 //   - flush/close: flush in slices, then Close() finds nothing in flight.
 // Other threads make one C++ call with the whole timeout.
 //
-// Remote writers are one RemoteWriter per server, rotated per episode as
-// ShardedWriter does (docs/replay.md "Sharding"). ShardedWriter itself is not
-// used: its Flush() returns the first server's status and drops item errors
-// that later servers return in the same call, which a sliced flush (a
-// timeout on one server per slice) would turn into silently lost errors.
+// Remote writers are a ShardedWriter (one RemoteWriter per server, rotated
+// per episode; docs/replay.md "Sharding"): steps, items and episode ends go
+// through it; flush and close go server by server through its shard(i), so
+// a sliced flush can wait on one server per slice and name the server of
+// each item error.
 //
 // Errors: through status.h, except NotFound from a server, which means an
 // unknown table and becomes KeyError (as the in-process writer's unknown
@@ -264,19 +264,17 @@ class PyReplayServer {
 
 class PyRemoteWriter {
  public:
-  PyRemoteWriter(std::shared_ptr<replay::ShardedClient> client,
-                 std::vector<std::unique_ptr<replay::RemoteWriter>> writers, int first,
+  PyRemoteWriter(std::shared_ptr<replay::ShardedClient> client, std::unique_ptr<replay::ShardedWriter> writer,
                  int64_t max_in_flight, absl::Duration watchdog)
       : client_(client),
         addresses_(Addresses(*client)),
-        writers_(std::move(writers)),
-        sent_(writers_.size(), 0),
-        current_(first),
+        writer_(std::move(writer)),
+        sent_(static_cast<size_t>(writer_->num_shards()), 0),
         max_in_flight_(max_in_flight),
         watchdog_(watchdog) {}
 
   ~PyRemoteWriter() {
-    WithoutGil([this] { writers_.clear(); });  // cancels unclosed streams, joins their readers
+    WithoutGil([this] { writer_.reset(); });  // cancels unclosed streams, joins their readers
   }
 
   void DefineColumn(const std::string& column, const std::string& type_text) {
@@ -289,7 +287,7 @@ class PyRemoteWriter {
     {
       py::gil_scoped_release nogil;
       std::lock_guard<std::mutex> lock(mu_);
-      Check(writers_[current_]->Append(prepared.values));
+      Check(writer_->Append(prepared.values));
     }
     steps_.Appended(prepared);
   }
@@ -301,7 +299,7 @@ class PyRemoteWriter {
       py::gil_scoped_release nogil;
       std::lock_guard<std::mutex> lock(mu_);
       Check(StepColumns::AppendEach(b, [&](const std::vector<replay::StepValue>& v) {
-        return writers_[current_]->Append(v);
+        return writer_->Append(v);
       }));
     }
     steps_.AppendedBlock(b);
@@ -313,7 +311,7 @@ class PyRemoteWriter {
     CheckOpen();
     steps_.CheckTrajectory(trajectory);
     const absl::Duration timeout = ToDuration(timeout_s);
-    const int shard = current_;
+    const int shard = writer_->current_shard();
     BlockingCall call("insert into", Target(table, shard), timeout, watchdog_, Explainer(table));
     absl::Duration left = timeout;
     if (call.sliced()) {
@@ -328,7 +326,7 @@ class PyRemoteWriter {
     {
       py::gil_scoped_release nogil;
       std::lock_guard<std::mutex> lock(mu_);
-      r = writers_[shard]->CreateItem(table, priority, trajectory, left);
+      r = writer_->CreateItem(table, priority, trajectory, left);
     }
     if (!r.ok()) {
       if (IsOwnTimeout(r.status(), "create_item: ")) Raise(call.TimedOut());
@@ -343,10 +341,9 @@ class PyRemoteWriter {
     {
       py::gil_scoped_release nogil;
       std::lock_guard<std::mutex> lock(mu_);
-      Check(writers_[current_]->EndEpisode());
+      Check(writer_->EndEpisode());  // moves to the next server
     }
     steps_.EndEpisode();
-    current_ = (current_ + 1) % static_cast<int>(writers_.size());
   }
 
   // Every server's stream: waits for all acks; raises the first item error
@@ -368,16 +365,16 @@ class PyRemoteWriter {
     {
       py::gil_scoped_release nogil;
       std::lock_guard<std::mutex> lock(mu_);
-      for (size_t s = 0; s < writers_.size(); ++s) {
-        Status st = writers_[s]->Close();
-        if (!st.ok()) errors.push_back(OnShard(st, static_cast<int>(s)));
+      for (int s = 0; s < writer_->num_shards(); ++s) {
+        Status st = writer_->shard(s).Close();
+        if (!st.ok()) errors.push_back(OnShard(st, s));
       }
     }
     RaiseFirst(errors);
   }
 
   int64_t EpisodeSteps() const { return steps_.episode_steps(); }
-  int CurrentShard() const { return current_; }
+  int CurrentShard() const { return writer_->current_shard(); }
   bool closed() const { return closed_; }
 
  private:
@@ -413,7 +410,7 @@ class PyRemoteWriter {
       {
         py::gil_scoped_release nogil;
         std::lock_guard<std::mutex> lock(mu_);
-        s = writers_[shard]->Flush(call.sliced() ? call.NextWait() : call.Left());
+        s = writer_->shard(shard).Flush(call.sliced() ? call.NextWait() : call.Left());
       }
       if (s.ok()) {
         sent_[shard] = 0;
@@ -434,8 +431,8 @@ class PyRemoteWriter {
 
   std::vector<Status> FlushEach(BlockingCall& call) {
     std::vector<Status> errors;
-    for (size_t s = 0; s < writers_.size(); ++s) {
-      Status st = FlushOne(static_cast<int>(s), call);
+    for (int s = 0; s < writer_->num_shards(); ++s) {
+      Status st = FlushOne(s, call);
       if (!st.ok()) errors.push_back(st);
     }
     return errors;
@@ -461,11 +458,10 @@ class PyRemoteWriter {
   const std::vector<std::string> addresses_;
   // Guards the writers' C++ calls; taken only with the GIL released.
   std::mutex mu_;
-  std::vector<std::unique_ptr<replay::RemoteWriter>> writers_;
+  std::unique_ptr<replay::ShardedWriter> writer_;
   // Guarded by the GIL: items sent per shard since its last complete flush
-  // (a bound on its unacknowledged items), the current episode's shard.
+  // (a bound on its unacknowledged items).
   std::vector<int64_t> sent_;
-  int current_;
   const int64_t max_in_flight_;
   const absl::Duration watchdog_;
   StepColumns steps_;
@@ -531,17 +527,12 @@ class PyReplayClient {
     o.writer.max_history = max_history;
     o.max_in_flight_items = max_in_flight_items;
     ThrowIfError(Annotate(o.Validate(), "remote writer options"));
-    std::vector<std::unique_ptr<replay::RemoteWriter>> writers;
+    std::unique_ptr<replay::ShardedWriter> w;
     {
       py::gil_scoped_release nogil;
-      for (int s = 0; s < c->num_shards(); ++s) {
-        writers.push_back(ValueOrThrow(c->shard(s).NewWriter(o)));
-      }
+      w = ValueOrThrow(c->NewWriter(o));  // writers start on different servers
     }
-    // Writers start on different servers, as ShardedClient::NewWriter's do.
-    const int first = next_writer_.fetch_add(1) % c->num_shards();
-    return std::make_unique<PyRemoteWriter>(c, std::move(writers), first, max_in_flight_items,
-                                            watchdog_);
+    return std::make_unique<PyRemoteWriter>(c, std::move(w), max_in_flight_items, watchdog_);
   }
 
   int64_t MutatePriorities(const std::string& table,
@@ -653,7 +644,6 @@ class PyReplayClient {
   mutable std::mutex mu_;  // guards client_ (the pointer, not the client)
   std::shared_ptr<replay::ShardedClient> client_;
   absl::Duration watchdog_;
-  std::atomic<int> next_writer_{0};
 };
 
 }  // namespace

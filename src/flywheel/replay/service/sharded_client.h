@@ -64,7 +64,12 @@ class ShardedWriter {
   Status Close();
 
   int current_shard() const { return current_; }
+  int num_shards() const { return static_cast<int>(writers_.size()); }
   int64_t episode_steps() const { return writers_[current_]->episode_steps(); }
+  // One server's writer, for callers that flush or close server by server
+  // (the Python binding flushes in slices so Ctrl-C can interrupt it).
+  // Appends and items go through this class, which owns the rotation.
+  RemoteWriter& shard(int i) { return *writers_[static_cast<size_t>(i)]; }
 
  private:
   friend class ShardedClient;
