@@ -261,6 +261,17 @@ class PyTable {
   }
 
   // ---- versions
+  // This version's data files (absolute paths), from its manifest.
+  std::vector<std::string> DataFiles() const {
+    return Read([](const Table& t) {
+      std::vector<std::string> out;
+      for (const auto& frag : t.manifest().fragments) {
+        for (const auto& f : frag.files) out.push_back(absl::StrCat(t.uri(), "/", f.path));
+      }
+      return out;
+    });
+  }
+
   py::list Versions() const {
     auto versions = Read([](const Table& t) { return ValueOrThrow(t.Versions()); });
     py::list out;
@@ -496,6 +507,7 @@ void RegisterTable(py::module_& m) {
       .def("fields", &PyTable::Fields)
       .def("config", &PyTable::Config)
       .def("versions", &PyTable::Versions)
+      .def("data_files", &PyTable::DataFiles)
       .def("latest_version", &PyTable::LatestVersion)
       .def("checkout", &PyTable::Checkout, py::arg("version"))
       .def("checkout_latest", &PyTable::CheckoutLatest)

@@ -57,12 +57,11 @@ def _table_ref(t: TableLike, version: Optional[int], tag: Optional[str]):
 
 
 def _table_files(paths: Sequence[str]) -> List[str]:
-    """The data files of the tables at ``paths`` (not their ``_versions`` etc.)."""
-    files = []
+    """The data files of the latest versions of the tables at ``paths``, as
+    their manifests list them (the C++ table layer; no directory walk)."""
+    files: List[str] = []
     for p in paths:
-        for d, dirs, names in os.walk(p):
-            dirs[:] = sorted(x for x in dirs if not x.startswith("_"))
-            files.extend(os.path.join(d, n) for n in sorted(names) if not n.startswith("_"))
+        files.extend(_core.Table.open(os.fspath(p)).data_files())
     return files
 
 
