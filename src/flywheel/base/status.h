@@ -50,8 +50,24 @@ class [[nodiscard]] Status {
  private:
   absl::Status s_;
 };
+// absl::StatusOr<T>, marked [[nodiscard]] as Status is: a call whose Result
+// is dropped does not compile. It is an absl::StatusOr (every member and
+// constructor), converts from one and from a flywheel::Status, and binds
+// where an absl::StatusOr is taken.
 template <typename T>
-using Result = absl::StatusOr<T>;
+class [[nodiscard]] Result : public absl::StatusOr<T> {
+  using Base = absl::StatusOr<T>;
+
+ public:
+  using Base::Base;
+  Result() = default;
+  Result(const Base& r) : Base(r) {}                     // NOLINT(google-explicit-constructor)
+  Result(Base&& r) : Base(std::move(r)) {}               // NOLINT(google-explicit-constructor)
+  Result(const Status& s) : Base(s.absl()) {}            // NOLINT(google-explicit-constructor)
+  Result(Status&& s) : Base(absl::Status(std::move(s))) {}  // NOLINT(google-explicit-constructor)
+  // Drops the value or error on purpose.
+  void IgnoreError() const {}
+};
 
 // Debian's Abseil has its own string_view type; this converts std's.
 inline absl::string_view AsAbsl(std::string_view s) { return {s.data(), s.size()}; }
