@@ -183,7 +183,7 @@ class CountingFs final : public flywheel::io::FileSystem {
   IoCounts counts;
 
   flywheel::Result<std::shared_ptr<flywheel::io::RandomAccessFile>> OpenRead(
-      const std::string& path, const flywheel::io::OpenOptions& options) override {
+      const std::string& path, const flywheel::io::FileOpenOptions& options) override {
     ++(Has(path, "/data/") ? counts.data_opens : counts.other);
     return base_->OpenRead(path, options);
   }

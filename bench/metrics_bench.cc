@@ -91,11 +91,11 @@ void Add(Report& report, const std::string& name, const std::string& unit, const
 
 void RunReplay(const Flags& flags, Report& report) {
   const int64_t size = flags.Int("replay_size"), ops = flags.Int("replay_ops");
-  replay::TableOptions o;
+  replay::ReplayTableOptions o;
   o.name = "metrics_bench";
   o.max_size = size;
   o.rate_limiter = replay::RateLimiterOptions::MinSize(1);
-  auto t = CheckResult(replay::Table::Create(std::move(o)), "table");
+  auto t = CheckResult(replay::ReplayTable::Create(std::move(o)), "table");
   uint64_t next_key = 1;
   for (int64_t i = 0; i < size; ++i) Check(t->Insert(SmallItem(next_key++)), "fill");
   // Items are built outside the timed loop: the figure is the table's work.

@@ -26,8 +26,8 @@
 #include "flywheel/interop/parquet/reader.h"
 
 namespace fb = flywheel::bench;
-using flywheel::parquet::Array;
-using flywheel::parquet::ParquetReader;
+using flywheel::interop::parquet::Array;
+using flywheel::interop::parquet::ParquetReader;
 
 namespace {
 
@@ -98,7 +98,7 @@ int main(int argc, char** argv) {
         for (int r = 0; r < repeats + 1; ++r) {  // first run warms the page cache
           const double t0 = fb::Now();
           auto reader = fb::CheckResult(ParquetReader::Open(file), "open");
-          flywheel::parquet::ReadOptions o;
+          flywheel::interop::parquet::ReadOptions o;
           o.threads = threads;
           auto cols = fb::CheckResult(reader->ReadAll(o), "read");
           const double dt = fb::Now() - t0;

@@ -42,8 +42,8 @@ using format::DataType;
 using format::TypeId;
 using replay::Chunk;
 using replay::Item;
-using replay::Table;
-using replay::TableOptions;
+using replay::ReplayTable;
+using replay::ReplayTableOptions;
 using replay::TrajectoryColumn;
 
 std::unique_ptr<Table> MakeTable(const std::string& name, std::unique_ptr<replay::ItemSelector> sampler,

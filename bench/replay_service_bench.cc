@@ -96,8 +96,8 @@ using format::DataType;
 using format::TypeId;
 using replay::Chunk;
 using replay::Item;
-using replay::Table;
-using replay::TableOptions;
+using replay::ReplayTable;
+using replay::ReplayTableOptions;
 using replay::TrajectoryColumn;
 
 constexpr int64_t kMaxMessageBytes = int64_t{64} << 20;  // replay::{Client,Server}Options default

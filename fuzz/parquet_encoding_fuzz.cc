@@ -21,7 +21,7 @@
 
 namespace {
 
-using flywheel::parquet::ByteArrays;
+using flywheel::interop::parquet::ByteArrays;
 
 void Check(bool ok) {
   if (!ok) __builtin_trap();
@@ -81,7 +81,7 @@ bool SameValues(const ByteArrays& a, const ByteArrays& b) {
 
 void FuzzRle(const uint8_t* d, size_t size, int w, int64_t n) {
   std::vector<uint32_t> out(static_cast<size_t>(n));
-  auto consumed = flywheel::parquet::DecodeRleBitPacked(d, size, w, n, out.data());
+  auto consumed = flywheel::interop::parquet::DecodeRleBitPacked(d, size, w, n, out.data());
   if (w > 32) return Check(!consumed.ok());
   if (!consumed.ok()) return;
   Check(*consumed <= size);
@@ -89,16 +89,16 @@ void FuzzRle(const uint8_t* d, size_t size, int w, int64_t n) {
   Check(ReferenceHybrid(d, w, n, &ref_consumed) == out);
   Check(ref_consumed == *consumed);
   std::string again;
-  flywheel::parquet::EncodeRleBitPacked(out.data(), n, w, &again);
+  flywheel::interop::parquet::EncodeRleBitPacked(out.data(), n, w, &again);
   std::vector<uint32_t> back(static_cast<size_t>(n));
   auto again_consumed =
-      flywheel::parquet::DecodeRleBitPacked(U8(again), again.size(), w, n, back.data());
+      flywheel::interop::parquet::DecodeRleBitPacked(U8(again), again.size(), w, n, back.data());
   Check(again_consumed.ok() && *again_consumed == again.size() && back == out);
 }
 
 void FuzzBitPackedLegacy(const uint8_t* d, size_t size, int w, int64_t n) {
   std::vector<uint32_t> out(static_cast<size_t>(n));
-  auto consumed = flywheel::parquet::DecodeBitPackedLegacy(d, size, w, n, out.data());
+  auto consumed = flywheel::interop::parquet::DecodeBitPackedLegacy(d, size, w, n, out.data());
   if (w > 32) return Check(!consumed.ok());
   if (!consumed.ok()) return;
   Check(*consumed == (static_cast<uint64_t>(n) * static_cast<uint64_t>(w) + 7) / 8);
@@ -115,11 +115,11 @@ void FuzzBitPackedLegacy(const uint8_t* d, size_t size, int w, int64_t n) {
 
 void FuzzPlainBoolean(const uint8_t* d, size_t size, int64_t n) {
   std::vector<uint8_t> out(static_cast<size_t>(n));
-  auto consumed = flywheel::parquet::DecodePlainBoolean(d, size, n, out.data());
+  auto consumed = flywheel::interop::parquet::DecodePlainBoolean(d, size, n, out.data());
   if (!consumed.ok()) return;
   Check(*consumed == static_cast<size_t>(n + 7) / 8 && *consumed <= size);
   std::string again;
-  flywheel::parquet::EncodePlainBoolean(out.data(), n, &again);
+  flywheel::interop::parquet::EncodePlainBoolean(out.data(), n, &again);
   Check(again.size() == *consumed);
   // Only the padding bits of the last byte may differ.
   for (int64_t i = 0; i < n; ++i) {
@@ -129,61 +129,61 @@ void FuzzPlainBoolean(const uint8_t* d, size_t size, int64_t n) {
 
 void FuzzPlainByteArray(const uint8_t* d, size_t size, int64_t n) {
   ByteArrays out;
-  auto consumed = flywheel::parquet::DecodePlainByteArray(d, size, n, &out);
+  auto consumed = flywheel::interop::parquet::DecodePlainByteArray(d, size, n, &out);
   if (!consumed.ok()) return Check(out.size() == 0 && out.data.empty());
   Check(*consumed <= size && out.size() == n);
   std::string again;
-  flywheel::parquet::EncodePlainByteArray(out, &again);
+  flywheel::interop::parquet::EncodePlainByteArray(out, &again);
   Check(again.size() == *consumed && std::memcmp(again.data(), d, again.size()) == 0);
 }
 
 void FuzzDeltaBinaryPacked(const uint8_t* d, size_t size, int64_t max_values) {
   std::vector<int64_t> out;
-  auto consumed = flywheel::parquet::DecodeDeltaBinaryPacked(d, size, max_values, &out);
+  auto consumed = flywheel::interop::parquet::DecodeDeltaBinaryPacked(d, size, max_values, &out);
   if (!consumed.ok()) return Check(out.empty());
   Check(*consumed <= size && static_cast<int64_t>(out.size()) <= max_values);
   std::string again;
-  flywheel::parquet::EncodeDeltaBinaryPacked(out.data(), static_cast<int64_t>(out.size()), &again);
+  flywheel::interop::parquet::EncodeDeltaBinaryPacked(out.data(), static_cast<int64_t>(out.size()), &again);
   std::vector<int64_t> back;
   auto again_consumed =
-      flywheel::parquet::DecodeDeltaBinaryPacked(U8(again), again.size(), max_values, &back);
+      flywheel::interop::parquet::DecodeDeltaBinaryPacked(U8(again), again.size(), max_values, &back);
   Check(again_consumed.ok() && *again_consumed == again.size() && back == out);
 }
 
 void FuzzDeltaLengthByteArray(const uint8_t* d, size_t size, int64_t max_values) {
   ByteArrays out;
-  auto consumed = flywheel::parquet::DecodeDeltaLengthByteArray(d, size, max_values, &out);
+  auto consumed = flywheel::interop::parquet::DecodeDeltaLengthByteArray(d, size, max_values, &out);
   if (!consumed.ok()) return Check(out.size() == 0 && out.data.empty());
   Check(*consumed <= size && out.size() <= max_values);
   std::string again;
-  flywheel::parquet::EncodeDeltaLengthByteArray(out, &again);
+  flywheel::interop::parquet::EncodeDeltaLengthByteArray(out, &again);
   ByteArrays back;
   auto again_consumed =
-      flywheel::parquet::DecodeDeltaLengthByteArray(U8(again), again.size(), max_values, &back);
+      flywheel::interop::parquet::DecodeDeltaLengthByteArray(U8(again), again.size(), max_values, &back);
   Check(again_consumed.ok() && *again_consumed == again.size() && SameValues(back, out));
 }
 
 void FuzzDeltaByteArray(const uint8_t* d, size_t size, int64_t max_values) {
   ByteArrays out;
-  auto consumed = flywheel::parquet::DecodeDeltaByteArray(d, size, max_values, &out);
+  auto consumed = flywheel::interop::parquet::DecodeDeltaByteArray(d, size, max_values, &out);
   if (!consumed.ok()) return Check(out.size() == 0 && out.data.empty());
   Check(*consumed <= size && out.size() <= max_values);
   std::string again;
-  flywheel::parquet::EncodeDeltaByteArray(out, &again);
+  flywheel::interop::parquet::EncodeDeltaByteArray(out, &again);
   ByteArrays back;
   auto again_consumed =
-      flywheel::parquet::DecodeDeltaByteArray(U8(again), again.size(), max_values, &back);
+      flywheel::interop::parquet::DecodeDeltaByteArray(U8(again), again.size(), max_values, &back);
   Check(again_consumed.ok() && *again_consumed == again.size() && SameValues(back, out));
 }
 
 void FuzzByteStreamSplit(const uint8_t* d, size_t size, size_t width, int64_t n) {
   std::vector<uint8_t> out(width * static_cast<size_t>(n));
   const flywheel::Status s =
-      flywheel::parquet::DecodeByteStreamSplit(d, size, width, n, out.data());
+      flywheel::interop::parquet::DecodeByteStreamSplit(d, size, width, n, out.data());
   if (width == 0) return Check(!s.ok());
   if (!s.ok()) return Check(out.size() > size);
   std::string again;
-  flywheel::parquet::EncodeByteStreamSplit(out.data(), width, n, &again);
+  flywheel::interop::parquet::EncodeByteStreamSplit(out.data(), width, n, &again);
   Check(again.size() == out.size() && std::memcmp(again.data(), d, again.size()) == 0);
 }
 

@@ -14,12 +14,12 @@
 
 namespace {
 
-using flywheel::parquet::CompactReader;
-using flywheel::parquet::CompactType;
-using flywheel::parquet::ParseFileMetaData;
-using flywheel::parquet::ParsePageHeader;
-using flywheel::parquet::SerializeFileMetaData;
-using flywheel::parquet::SerializePageHeader;
+using flywheel::interop::parquet::CompactReader;
+using flywheel::interop::parquet::CompactType;
+using flywheel::interop::parquet::ParseFileMetaData;
+using flywheel::interop::parquet::ParsePageHeader;
+using flywheel::interop::parquet::SerializeFileMetaData;
+using flywheel::interop::parquet::SerializePageHeader;
 
 void Check(bool ok) {
   if (!ok) __builtin_trap();

@@ -25,12 +25,12 @@ py::dict ReadParquet(const std::string& path, const std::vector<std::string>& co
   std::vector<std::pair<std::string, format::Column>> cols;
   {
     py::gil_scoped_release release;
-    auto r = ValueOrThrow(parquet::ParquetReader::Open(path));
-    parquet::ReadOptions o;
+    auto r = ValueOrThrow(interop::parquet::ParquetReader::Open(path));
+    interop::parquet::ReadOptions o;
     o.columns = columns;
     o.threads = threads;
-    std::vector<parquet::Array> arrays = ValueOrThrow(r->ReadAll(o));
-    std::vector<const parquet::Field*> fields;
+    std::vector<interop::parquet::Array> arrays = ValueOrThrow(r->ReadAll(o));
+    std::vector<const interop::parquet::Field*> fields;
     for (const std::string& c : columns) {
       for (const auto& f : r->fields()) {
         if (f.name == c) fields.push_back(&f);
@@ -40,8 +40,8 @@ py::dict ReadParquet(const std::string& path, const std::vector<std::string>& co
       for (const auto& f : r->fields()) fields.push_back(&f);
     }
     for (size_t i = 0; i < arrays.size(); ++i) {
-      auto tf = ValueOrThrow(parquet::ToTableFields(*fields[i]));
-      auto tc = ValueOrThrow(parquet::ToTableColumns(*fields[i], std::move(arrays[i])));
+      auto tf = ValueOrThrow(interop::parquet::ToTableFields(*fields[i]));
+      auto tc = ValueOrThrow(interop::parquet::ToTableColumns(*fields[i], std::move(arrays[i])));
       for (size_t k = 0; k < tf.size(); ++k) cols.emplace_back(tf[k].name, std::move(tc[k]));
     }
   }
@@ -53,12 +53,12 @@ py::dict ReadParquet(const std::string& path, const std::vector<std::string>& co
 // [(name, parquet type text, nullable)] of the top-level fields, and the
 // flywheel schema text ingest would create.
 py::tuple ParquetSchema(const std::string& path) {
-  auto r = ValueOrThrow(parquet::ParquetReader::Open(path));
+  auto r = ValueOrThrow(interop::parquet::ParquetReader::Open(path));
   py::list fields;
   format::Schema schema;
   for (const auto& f : r->fields()) {
-    fields.append(py::make_tuple(f.name, parquet::FieldTypeName(f), f.nullable));
-    for (auto& tf : ValueOrThrow(parquet::ToTableFields(f))) schema.fields.push_back(std::move(tf));
+    fields.append(py::make_tuple(f.name, interop::parquet::FieldTypeName(f), f.nullable));
+    for (auto& tf : ValueOrThrow(interop::parquet::ToTableFields(f))) schema.fields.push_back(std::move(tf));
   }
   return py::make_tuple(fields, schema.ToString(), r->num_rows(), r->num_row_groups());
 }
@@ -146,7 +146,7 @@ int64_t ExportParquet(const std::string& uri, int64_t version, const std::string
   interop::ExportOptions o;
   o.columns = columns;
   o.row_group_rows = row_group_rows;
-  o.writer.codec = ValueOrThrow(parquet::ParseWritableCodec(codec));
+  o.writer.codec = ValueOrThrow(interop::parquet::ParseWritableCodec(codec));
   py::gil_scoped_release release;
   table::OpenOptions open;
   open.version = version;

@@ -16,9 +16,9 @@
 // slice). Other threads make one C++ call with the whole timeout. Slicing
 // never changes what a call does: a timed-out wait changes no table state,
 // and a batch that must wait for all n items is all or nothing in the table
-// (Table::SampleBatch), so a slice that times out took no items.
+// (ReplayTable::SampleBatch), so a slice that times out took no items.
 //
-// Thread-safety: ReplayTable is thread-safe (replay::Table is). ReplayWriter
+// Thread-safety: ReplayTable is thread-safe (replay::ReplayTable is). ReplayWriter
 // serialises its C++ calls with a mutex taken only after the GIL is released
 // (TrajectoryWriter is single-threaded); its own bookkeeping is guarded by the
 // GIL. A writer is meant for one thread; sharing one is safe but interleaves
@@ -94,7 +94,7 @@ BlockingCall::BlockingCall(std::string what, std::string target, absl::Duration 
       watchdog_(watchdog),
       explain_(std::move(explain)) {}
 
-BlockingCall::BlockingCall(const replay::Table& table, const char* what, absl::Duration timeout,
+BlockingCall::BlockingCall(const replay::ReplayTable& table, const char* what, absl::Duration timeout,
                            absl::Duration watchdog)
     : BlockingCall(what, absl::StrCat("table '", table.name(), "'"), timeout, watchdog,
                    [&table] { return table.Explain(); }) {}
@@ -278,7 +278,7 @@ namespace {
 
 class PyReplayTable {
  public:
-  PyReplayTable(std::shared_ptr<replay::Table> t, absl::Duration watchdog)
+  PyReplayTable(std::shared_ptr<replay::ReplayTable> t, absl::Duration watchdog)
       : t_(std::move(t)), watchdog_(watchdog) {}
 
   static std::shared_ptr<PyReplayTable> Create(
@@ -286,7 +286,7 @@ class PyReplayTable {
       int64_t max_size, int32_t max_times_sampled, const LimiterTuple& limiter,
       const std::optional<std::vector<std::pair<std::string, std::string>>>& signature,
       double watchdog_s) {
-    replay::TableOptions o;
+    replay::ReplayTableOptions o;
     o.name = name;
     o.sampler = MakeSelector(sampler, "sampler");
     o.remover = MakeSelector(remover, "remover");
@@ -308,12 +308,12 @@ class PyReplayTable {
     o.watchdog = ToDuration(watchdog_s, "watchdog");
     if (o.watchdog == absl::InfiniteDuration()) o.watchdog = absl::ZeroDuration();
     const absl::Duration watchdog = o.watchdog;
-    auto t = ValueOrThrow(replay::Table::Create(std::move(o)));
+    auto t = ValueOrThrow(replay::ReplayTable::Create(std::move(o)));
     return std::make_shared<PyReplayTable>(std::move(t), watchdog);
   }
 
-  replay::Table& table() const { return *t_; }
-  const std::shared_ptr<replay::Table>& shared() const { return t_; }
+  replay::ReplayTable& table() const { return *t_; }
+  const std::shared_ptr<replay::ReplayTable>& shared() const { return t_; }
   absl::Duration watchdog() const { return watchdog_; }
   const std::string& name() const { return t_->name(); }
 
@@ -379,7 +379,7 @@ class PyReplayTable {
   }
 
  private:
-  std::shared_ptr<replay::Table> t_;
+  std::shared_ptr<replay::ReplayTable> t_;
   absl::Duration watchdog_;
 };
 
@@ -388,12 +388,12 @@ class PyReplayWriter {
   PyReplayWriter(std::map<std::string, std::shared_ptr<PyReplayTable>> tables, int64_t chunk_length,
                  const std::string& codec, int64_t max_history)
       : tables_(std::move(tables)) {
-    replay::WriterOptions o;
+    replay::ReplayWriterOptions o;
     o.chunk_length = chunk_length;
     o.codec = ValueOrThrow(format::ParseCodec(codec));
     o.max_history = max_history;
     ThrowIfError(o.Validate());
-    std::map<std::string, replay::Table*> raw;
+    std::map<std::string, replay::ReplayTable*> raw;
     for (const auto& [name, t] : tables_) {
       if (!t) throw py::type_error(absl::StrCat("writer: table '", name, "' is None"));
       raw.emplace(name, &t->table());
@@ -620,7 +620,7 @@ py::dict TableInfoToPython(const replay::TableInfo& i) {
 
 // ------------------------------------------------- _core.ReplayTable <-> Table
 
-std::shared_ptr<replay::Table> SharedTable(py::handle core_table) {
+std::shared_ptr<replay::ReplayTable> SharedTable(py::handle core_table) {
   if (!py::isinstance<PyReplayTable>(core_table)) {
     throw py::type_error(absl::StrCat("expected a _core.ReplayTable, got ",
                                       py::str(py::type::of(core_table)).cast<std::string>()));
@@ -628,7 +628,7 @@ std::shared_ptr<replay::Table> SharedTable(py::handle core_table) {
   return core_table.cast<PyReplayTable&>().shared();
 }
 
-py::object WrapTable(std::shared_ptr<replay::Table> table, absl::Duration watchdog) {
+py::object WrapTable(std::shared_ptr<replay::ReplayTable> table, absl::Duration watchdog) {
   return py::cast(std::make_shared<PyReplayTable>(std::move(table), watchdog));
 }
 

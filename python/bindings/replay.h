@@ -1,7 +1,7 @@
 // What the in-process replay bindings (replay.cc) share with the gRPC ones
 // (replay_service.cc): timeouts, the sliced-wait machinery that keeps Ctrl-C
 // working, the sample-to-numpy conversion, the writers' step checks, and
-// the bridge between _core.ReplayTable objects and replay::Table.
+// the bridge between _core.ReplayTable objects and replay::ReplayTable.
 //
 // Thread-safety: as stated per item; everything that touches Python objects
 // needs the GIL.
@@ -55,7 +55,7 @@ class BlockingCall {
   BlockingCall(std::string what, std::string target, absl::Duration timeout,
                absl::Duration watchdog, std::function<std::string()> explain);
   // For an in-process table: target "table '<name>'", explain Table::Explain().
-  BlockingCall(const replay::Table& table, const char* what, absl::Duration timeout,
+  BlockingCall(const replay::ReplayTable& table, const char* what, absl::Duration timeout,
                absl::Duration watchdog);
 
   bool sliced() const { return sliced_; }
@@ -96,11 +96,11 @@ pybind11::dict SampleToPython(std::vector<replay::SampledItem> items);
 // Table::Info() as the dict Table.info() returns (see replay.py).
 pybind11::dict TableInfoToPython(const replay::TableInfo& info);
 
-// The replay::Table behind a _core.ReplayTable (TypeError for anything else).
-std::shared_ptr<replay::Table> SharedTable(pybind11::handle core_table);
+// The replay::ReplayTable behind a _core.ReplayTable (TypeError for anything else).
+std::shared_ptr<replay::ReplayTable> SharedTable(pybind11::handle core_table);
 // A new _core.ReplayTable over `table` (e.g. one a server restored);
 // `watchdog` as the ReplayTable constructor's.
-pybind11::object WrapTable(std::shared_ptr<replay::Table> table, absl::Duration watchdog);
+pybind11::object WrapTable(std::shared_ptr<replay::ReplayTable> table, absl::Duration watchdog);
 
 // A writer's column types and per-episode step checks, shared by the
 // in-process and the remote writer bindings. Guarded by the GIL.

@@ -55,7 +55,7 @@ std::string LabelText(const Labels& labels, const char* extra_key = nullptr,
 
 }  // namespace
 
-namespace metrics_internal {
+namespace internal_metrics {
 namespace {
 bool EnabledFromEnvironment() {
   const char* v = std::getenv("FLYWHEEL_METRICS");
@@ -71,9 +71,9 @@ namespace {
   return true;
 }();
 }  // namespace
-}  // namespace metrics_internal
+}  // namespace internal_metrics
 
-void SetMetricsEnabled(bool on) { metrics_internal::enabled.store(on, std::memory_order_relaxed); }
+void SetMetricsEnabled(bool on) { internal_metrics::enabled.store(on, std::memory_order_relaxed); }
 
 void Gauge::Add(double d) {
   if (MetricsEnabled()) AtomicAdd(value_, d);

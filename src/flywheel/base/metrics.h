@@ -28,14 +28,14 @@
 
 namespace flywheel {
 
-namespace metrics_internal {
+namespace internal_metrics {
 extern std::atomic<bool> enabled;
-}  // namespace metrics_internal
+}  // namespace internal_metrics
 
 // Metrics are on unless FLYWHEEL_METRICS=0 (read at start) or
 // SetMetricsEnabled(false): then updates do nothing (series keep their
 // values). The benchmark bench/metrics_bench.cc measures what they cost.
-inline bool MetricsEnabled() { return metrics_internal::enabled.load(std::memory_order_relaxed); }
+inline bool MetricsEnabled() { return internal_metrics::enabled.load(std::memory_order_relaxed); }
 void SetMetricsEnabled(bool on);
 
 using Labels = std::vector<std::pair<std::string, std::string>>;

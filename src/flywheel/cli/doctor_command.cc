@@ -56,7 +56,7 @@ double SecondsSince(Clock::time_point t0) { return std::chrono::duration<double>
 // Streams `items` items of `item_bytes` (one uncompressed step each) through
 // an in-process replay server on 127.0.0.1, inserting all, then sampling all.
 Result<obs::GrpcLoopback> MeasureGrpc(int64_t items, int64_t item_bytes) {
-  replay::TableOptions to;
+  replay::ReplayTableOptions to;
   to.name = "doctor";
   to.sampler = replay::NewFifoSelector();
   to.remover = replay::NewFifoSelector();
@@ -64,10 +64,10 @@ Result<obs::GrpcLoopback> MeasureGrpc(int64_t items, int64_t item_bytes) {
   to.max_times_sampled = 1;
   to.rate_limiter = replay::RateLimiterOptions::MinSize(1);
   to.watchdog = absl::ZeroDuration();
-  FW_ASSIGN_OR_RETURN(std::unique_ptr<replay::Table> table, replay::Table::Create(std::move(to)));
+  FW_ASSIGN_OR_RETURN(std::unique_ptr<replay::ReplayTable> table, replay::ReplayTable::Create(std::move(to)));
   replay::ServerOptions so;
   so.address = "127.0.0.1:0";
-  so.tables.push_back(std::shared_ptr<replay::Table>(std::move(table)));
+  so.tables.push_back(std::shared_ptr<replay::ReplayTable>(std::move(table)));
   FW_ASSIGN_OR_RETURN_CTX(std::unique_ptr<replay::Server> server, replay::Server::Start(std::move(so)),
                       "starting a loopback replay server");
   replay::Client client(server->address());

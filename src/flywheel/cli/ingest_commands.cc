@@ -273,7 +273,7 @@ void AddExportCommand(CLI::App& app, int* rc) {
     interop::ExportOptions o;
     if (!columns->empty()) o.columns = absl::StrSplit(*columns, ',', absl::SkipEmpty());
     o.row_group_rows = *rows;
-    auto c = parquet::ParseWritableCodec(*codec);
+    auto c = interop::parquet::ParseWritableCodec(*codec);
     if (!c.ok()) return void(*rc = Fail(Annotate(c.status(), "--codec")));
     o.writer.codec = *c;
     if (*no_dict) o.writer.dictionary_bytes = 0;

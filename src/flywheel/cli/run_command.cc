@@ -306,7 +306,7 @@ class RunLauncher {
 
  private:
   Status StartServer() {
-    replay::TableOptions t;
+    replay::ReplayTableOptions t;
     t.name = c_.table;
     t.sampler = replay::NewFifoSelector();
     t.remover = replay::NewFifoSelector();
@@ -314,8 +314,8 @@ class RunLauncher {
     t.max_times_sampled = 1;
     t.rate_limiter = replay::RateLimiterOptions::Queue(t.max_size);
     t.watchdog = absl::ZeroDuration();  // waiting on a slow learner or actor is normal here
-    FW_ASSIGN_OR_RETURN(std::unique_ptr<replay::Table> table, replay::Table::Create(std::move(t)));
-    table_ = std::shared_ptr<replay::Table>(std::move(table));
+    FW_ASSIGN_OR_RETURN(std::unique_ptr<replay::ReplayTable> table, replay::ReplayTable::Create(std::move(t)));
+    table_ = std::shared_ptr<replay::ReplayTable>(std::move(table));
     replay::ServerOptions o;
     o.address = absl::StrCat(c_.host, ":", a_.port >= 0 ? a_.port : c_.port);
     o.tables.push_back(table_);
@@ -635,7 +635,7 @@ class RunLauncher {
   std::string run_dir_;
   int local_actors_;
   std::string python_ = DefaultPython();
-  std::shared_ptr<replay::Table> table_;
+  std::shared_ptr<replay::ReplayTable> table_;
   std::unique_ptr<replay::Server> server_;
   std::unique_ptr<Monitor> metrics_;
   // What PublishMetrics has already added to the counters.

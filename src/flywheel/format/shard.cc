@@ -274,7 +274,7 @@ uint64_t ShardReader::file_size() const { return file_->size(); }
 
 Result<std::shared_ptr<ShardReader>> ShardReader::Open(io::FileSystem* fs, const std::string& path,
                                                        const ShardReaderOptions& options) {
-  FW_ASSIGN_OR_RETURN(auto file, fs->OpenRead(path, io::OpenOptions{.mmap = options.mmap}));
+  FW_ASSIGN_OR_RETURN(auto file, fs->OpenRead(path, io::FileOpenOptions{.mmap = options.mmap}));
   return Open(std::move(file), options);
 }
 

@@ -211,7 +211,7 @@ TEST_P(ShardCorruptionTest, FlippedBytesOnDiskAreDetected) {
     const std::string p = io::JoinPath(dir_, "flip" + std::to_string(i));
     ASSERT_TRUE(fs_->Put(p, damaged).ok());
     for (bool mmap : {true, false}) {
-      auto file = fs_->OpenRead(p, io::OpenOptions{.mmap = mmap});
+      auto file = fs_->OpenRead(p, io::FileOpenOptions{.mmap = mmap});
       ASSERT_TRUE(file.ok());
       auto got = ReadEverything(*file, true);
       ASSERT_FALSE(got.ok()) << "byte " << i;

@@ -435,7 +435,7 @@ TEST_F(ShardTestBase, CompressedAndUnmappedPagesAreCopies) {
   ShardWriterOptions options;
   options.page_size = 1024;
   WriteShard(path, models, options);
-  auto file = fs_->OpenRead(path, io::OpenOptions{.mmap = false});
+  auto file = fs_->OpenRead(path, io::FileOpenOptions{.mmap = false});
   ASSERT_TRUE(file.ok());
   EXPECT_EQ((*file)->mapped_data(), nullptr);
   auto reader = ShardReader::Open(*file);

@@ -97,7 +97,7 @@ Result<int64_t> ExportParquet(const table::Table& table, const std::string& path
       fields[c].type = it->second;
     }
   }
-  parquet::WriterOptions wo = options.writer;
+  parquet::ParquetWriterOptions wo = options.writer;
   wo.key_value_metadata["flywheel.table"] = table.uri();
   wo.key_value_metadata["flywheel.version"] = std::to_string(table.version());
   FW_ASSIGN_OR_RETURN(auto writer, parquet::ParquetWriter::Open(path, fields, wo));

@@ -23,7 +23,7 @@ namespace flywheel::interop {
 
 struct ExportOptions {
   std::vector<std::string> columns;  // empty = all, in table order
-  parquet::WriterOptions writer;
+  parquet::ParquetWriterOptions writer;
   // Rows per row group (>= 1); DuckDB's default size by default.
   int64_t row_group_rows = 122880;
   // Called after each row group with the rows written so far.

@@ -167,7 +167,7 @@ class PosixFs final : public FileSystem {
   explicit PosixFs(PosixOptions options) : options_(options) {}
 
   Result<std::shared_ptr<RandomAccessFile>> OpenRead(const std::string& path,
-                                                    const OpenOptions& options) override {
+                                                    const FileOpenOptions& options) override {
     const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
     if (fd < 0) return ErrnoStatus(errno, "opening", path);
     struct stat st;
@@ -191,7 +191,7 @@ class PosixFs final : public FileSystem {
   }
 
   Result<std::string> ReadFile(const std::string& path) override {
-    FW_ASSIGN_OR_RETURN(auto file, OpenRead(path, OpenOptions{.mmap = false}));
+    FW_ASSIGN_OR_RETURN(auto file, OpenRead(path, FileOpenOptions{.mmap = false}));
     std::string data(file->size(), '\0');
     FW_RETURN_IF_ERROR(file->ReadAt(0, data.size(), data.data()));
     return data;
@@ -360,7 +360,7 @@ class LocalFs final : public FileSystem {
  public:
   explicit LocalFs(PosixOptions options) : fs_(options) {}
 
-  Result<std::shared_ptr<RandomAccessFile>> OpenRead(const std::string& path, const OpenOptions& options) override {
+  Result<std::shared_ptr<RandomAccessFile>> OpenRead(const std::string& path, const FileOpenOptions& options) override {
     FW_ASSIGN_OR_RETURN(const std::string p, LocalPath(path));
     return fs_.OpenRead(p, options);
   }

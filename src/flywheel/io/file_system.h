@@ -66,7 +66,7 @@ class WritableFile {
   virtual Status Close() = 0;
 };
 
-struct OpenOptions {
+struct FileOpenOptions {
   // Map the file into memory so readers can take zero-copy views
   // (RandomAccessFile::mapped_data). Falls back to pread when mapping fails.
   bool mmap = true;
@@ -77,7 +77,7 @@ class FileSystem {
   virtual ~FileSystem() = default;
 
   virtual Result<std::shared_ptr<RandomAccessFile>> OpenRead(const std::string& path,
-                                                            const OpenOptions& options = {}) = 0;
+                                                            const FileOpenOptions& options = {}) = 0;
   // Reads a whole file.
   virtual Result<std::string> ReadFile(const std::string& path) = 0;
   // Creates a new file; AlreadyExists if the name is taken.

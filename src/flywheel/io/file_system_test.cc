@@ -61,7 +61,7 @@ TEST_F(FileSystemTest, ReadRangesWithAndWithoutMmap) {
   ASSERT_TRUE((*w)->Close().ok());
   EXPECT_TRUE(absl::IsAlreadyExists(fs_->NewWritable(p).status()));
   for (bool mmap : {true, false}) {
-    auto f = fs_->OpenRead(p, OpenOptions{.mmap = mmap});
+    auto f = fs_->OpenRead(p, FileOpenOptions{.mmap = mmap});
     ASSERT_TRUE(f.ok());
     EXPECT_EQ((*f)->size(), content.size());
     EXPECT_EQ((*f)->mapped_data() != nullptr, mmap);

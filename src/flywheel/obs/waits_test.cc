@@ -44,10 +44,10 @@ TEST(HangDiagnosisTest, ABlockedSamplerIsDumpedOnSigusr1AndByTheWatchdog) {
   ::setenv("FLYWHEEL_HANG_DUMP", dump.c_str(), 1);
   InstallHangDiagnostics(HangDiagnosticsOptions{.watchdog_seconds = 1.0});
 
-  replay::TableOptions o;
+  replay::ReplayTableOptions o;
   o.name = "blocked_table";
   o.rate_limiter = replay::RateLimiterOptions::MinSize(3);
-  auto table = replay::Table::Create(std::move(o));
+  auto table = replay::ReplayTable::Create(std::move(o));
   ASSERT_TRUE(table.ok()) << table.status();
   EXPECT_EQ(WaitsInProgress(), 0);
   std::thread sampler([&] { (void)(*table)->Sample(absl::Seconds(20)); });

@@ -152,7 +152,7 @@ struct ItemRows {
   std::vector<int64_t> offset, length;
 
   int64_t rows() const { return static_cast<int64_t>(key.size()); }
-  void Add(const std::string& table_name, const Table::SnapshotItem& item) {
+  void Add(const std::string& table_name, const ReplayTable::SnapshotItem& item) {
     int32_t index = 0;
     for (const TrajectoryColumn& col : item.item->columns) {
       table.Add(table_name);
@@ -191,7 +191,7 @@ struct ItemRows {
   }
 };
 
-RecordBatch TablesBatch(const Schema& schema, const std::vector<Table::Snapshot>& snaps,
+RecordBatch TablesBatch(const Schema& schema, const std::vector<ReplayTable::Snapshot>& snaps,
                         const std::vector<std::optional<std::string>>& signatures) {
   BytesBuilder name, sampler, remover, signature;
   std::vector<int64_t> max_size, min_size, inserts, deletes, samples, num_items, evicted, deleted;
@@ -541,12 +541,12 @@ Result<std::vector<CheckpointListing>> ListCheckpoints(const std::string& root,
   return out;
 }
 
-Result<CheckpointResult> Checkpoint(const std::vector<Table*>& tables, const std::string& root,
+Result<CheckpointResult> Checkpoint(const std::vector<ReplayTable*>& tables, const std::string& root,
                                     const CheckpointOptions& options) {
   const absl::Time start = absl::Now();
   FW_RETURN_IF_ERROR_CTX(options.Validate(), "checkpoint options");
   std::set<std::string> names;
-  for (const Table* t : tables) {
+  for (const ReplayTable* t : tables) {
     if (t == nullptr) return absl::InvalidArgumentError("checkpoint: null table");
     if (!names.insert(t->name()).second) {
       return absl::InvalidArgumentError(
@@ -562,9 +562,9 @@ Result<CheckpointResult> Checkpoint(const std::vector<Table*>& tables, const std
 
   // 1. Snapshots, all before any IO so they are as close in time as possible.
   CheckpointResult result;
-  std::vector<Table::Snapshot> snaps;
+  std::vector<ReplayTable::Snapshot> snaps;
   snaps.reserve(tables.size());
-  for (const Table* t : tables) {
+  for (const ReplayTable* t : tables) {
     snaps.push_back(t->TakeSnapshot());
     result.pauses.emplace_back(t->name(), snaps.back().lock_held);
     result.max_pause = std::max(result.max_pause, snaps.back().lock_held);
@@ -791,7 +791,7 @@ Result<RestoredCheckpoint> Restore(const std::string& root, int64_t id,
   out.id = id;
   absl::flat_hash_map<std::string, size_t> by_name;
   for (const TableRecord& rec : records) {
-    TableOptions o;
+    ReplayTableOptions o;
     o.name = rec.name;
     FW_ASSIGN_OR_RETURN_CTX(o.sampler, SelectorFromDescription(rec.info.sampler, options.seed),
                             "restoring checkpoint ", id, ": table '", rec.name, "' sampler");
@@ -802,7 +802,7 @@ Result<RestoredCheckpoint> Restore(const std::string& root, int64_t id,
     o.rate_limiter = rec.info.limiter_options;
     o.signature = rec.signature;
     o.watchdog = options.watchdog;
-    auto t = Table::Create(std::move(o));
+    auto t = ReplayTable::Create(std::move(o));
     if (!t.ok())
       return CheckpointDataLoss(id, absl::StrCat("table '", rec.name, "': ", t.status().message()));
     if (!by_name.emplace(rec.name, out.tables.size()).second) {
@@ -823,7 +823,7 @@ Result<RestoredCheckpoint> Restore(const std::string& root, int64_t id,
   std::optional<size_t> pending_table;
   auto flush = [&]() -> Status {
     if (!pending_table) return absl::OkStatus();
-    Table& t = *out.tables[*pending_table];
+    ReplayTable& t = *out.tables[*pending_table];
     const ItemKey key = pending.key;
     Status s = t.RestoreItem(std::move(pending));
     pending = Item();

@@ -8,7 +8,7 @@
 // them. Layout and rules: docs/replay.md, "Checkpoints".
 //
 // Checkpoint() does not block the tables: it holds each table's lock only for
-// Table::TakeSnapshot() (one small record per item, chunks shared, not
+// ReplayTable::TakeSnapshot() (one small record per item, chunks shared, not
 // copied) and encodes and writes in the caller's thread while inserts and
 // samples continue. Each table's snapshot is consistent; snapshots of
 // different tables are taken one after the other, before any writing.
@@ -56,7 +56,7 @@ struct CheckpointOptions {
 struct CheckpointResult {
   int64_t id = 0;
   std::string path;  // root/<id>
-  // Longest Table::Snapshot::lock_held of this checkpoint's snapshots: about
+  // Longest ReplayTable::Snapshot::lock_held of this checkpoint's snapshots: about
   // the most any insert or sample waited for it (the figure also counts the
   // snapshot's own wait to acquire the lock).
   absl::Duration max_pause;
@@ -72,7 +72,7 @@ struct CheckpointResult {
 // Snapshots `tables` and writes checkpoint `root/<next id>`. InvalidArgument
 // for a null table, repeated table names or bad options; IO errors name the
 // file. An error leaves an incomplete directory that restores ignore.
-Result<CheckpointResult> Checkpoint(const std::vector<Table*>& tables, const std::string& root,
+Result<CheckpointResult> Checkpoint(const std::vector<ReplayTable*>& tables, const std::string& root,
                                     const CheckpointOptions& options = {});
 
 struct CheckpointListing {
@@ -91,14 +91,14 @@ struct RestoreOptions {
   std::shared_ptr<io::FileSystem> fs;
   // Seed of restored Uniform and Prioritized samplers (descriptions carry none).
   uint64_t seed = 0;
-  // TableOptions::watchdog of the restored tables (not checkpointed).
+  // ReplayTableOptions::watchdog of the restored tables (not checkpointed).
   absl::Duration watchdog = absl::Seconds(10);
 };
 
 struct RestoredCheckpoint {
   int64_t id = 0;
   // In the order they were given to Checkpoint().
-  std::vector<std::unique_ptr<Table>> tables;
+  std::vector<std::unique_ptr<ReplayTable>> tables;
   // Each table's signature as checkpointed (nullopt: none), by name; the
   // tables were created with them.
   std::map<std::string, std::optional<Signature>> signatures;

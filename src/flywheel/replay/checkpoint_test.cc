@@ -99,7 +99,7 @@ struct ItemView {
 };
 using Contents = std::map<ItemKey, ItemView>;
 
-Contents ContentsOf(const Table& t) {
+Contents ContentsOf(const ReplayTable& t) {
   Contents out;
   for (const auto& s : t.TakeSnapshot().items) {
     ItemView v{s.priority, s.times_sampled, {}};
@@ -123,14 +123,14 @@ struct TableState {
   RateLimiterState limiter;
 };
 
-TableState StateOf(const Table& t) {
+TableState StateOf(const ReplayTable& t) {
   const TableInfo info = t.Info();
   return TableState{ContentsOf(t), info.max_size, info.max_times_sampled,
                     info.sampler,  info.remover,  info.limiter_options,
                     info.limiter};
 }
 
-void ExpectSameState(const TableState& want, const Table& got) {
+void ExpectSameState(const TableState& want, const ReplayTable& got) {
   SCOPED_TRACE("table " + got.name());
   const TableState have = StateOf(got);
   EXPECT_EQ(have.max_size, want.max_size);
@@ -148,8 +148,8 @@ void ExpectSameState(const TableState& want, const Table& got) {
   EXPECT_TRUE(have.contents == want.contents);
 }
 
-std::unique_ptr<Table> MakeTable(TableOptions o) {
-  auto t = Table::Create(std::move(o));
+std::unique_ptr<ReplayTable> MakeTable(ReplayTableOptions o) {
+  auto t = ReplayTable::Create(std::move(o));
   EXPECT_TRUE(t.ok()) << t.status();
   return std::move(*t);
 }
@@ -172,27 +172,27 @@ class CheckpointTest : public ::testing::Test {
 // Three tables that share one episode's chunks through overlapping windows.
 struct ThreeTables {
   Episode episode;
-  std::unique_ptr<Table> uniform, prioritized, queue;
-  std::vector<Table*> all() { return {uniform.get(), prioritized.get(), queue.get()}; }
+  std::unique_ptr<ReplayTable> uniform, prioritized, queue;
+  std::vector<ReplayTable*> all() { return {uniform.get(), prioritized.get(), queue.get()}; }
 };
 
 ThreeTables MakeThreeTables() {
   ThreeTables t;
   t.episode = MakeEpisode(/*first_key=*/1000, /*first_step=*/0, /*num_chunks=*/16);
-  TableOptions u;
+  ReplayTableOptions u;
   u.name = "uniform";
   u.max_size = 500;
   u.rate_limiter = RateLimiterOptions::SampleToInsertRatio(2.0, 10, 200.0);
   u.signature = EpisodeSignature();
   t.uniform = MakeTable(std::move(u));
-  TableOptions p;
+  ReplayTableOptions p;
   p.name = "prioritized";
   p.sampler = NewPrioritizedSelector(0.6);
   p.remover = NewMinHeapSelector();
   p.max_size = 40;  // inserts beyond evict the lowest priorities
   p.rate_limiter = RateLimiterOptions::MinSize(3);
   t.prioritized = MakeTable(std::move(p));
-  TableOptions q;
+  ReplayTableOptions q;
   q.name = "queue";
   q.sampler = NewFifoSelector();
   q.remover = NewFifoSelector();
@@ -273,7 +273,7 @@ TEST(CheckpointSelectorTest, SignatureJsonRoundTripsAndRejectsBadInput) {
 TEST_F(CheckpointTest, RoundTripRestoresItemsPrioritiesTimesSampledSignatureAndLimiter) {
   ThreeTables t = MakeThreeTables();
   std::vector<TableState> before;
-  for (Table* table : t.all()) before.push_back(StateOf(*table));
+  for (ReplayTable* table : t.all()) before.push_back(StateOf(*table));
   ASSERT_GT(before[1].limiter.deletes, 0);  // the prioritized table evicted
 
   auto ck = Checkpoint(t.all(), root_, options_);
@@ -348,7 +348,7 @@ TEST_F(CheckpointTest, RoundTripRestoresItemsPrioritiesTimesSampledSignatureAndL
 TEST_F(CheckpointTest, SmallBatchesSplitItemsAcrossCommitsAndStillRoundTrip) {
   ThreeTables t = MakeThreeTables();
   std::vector<TableState> before;
-  for (Table* table : t.all()) before.push_back(StateOf(*table));
+  for (ReplayTable* table : t.all()) before.push_back(StateOf(*table));
   options_.max_batch_rows = 7;
   options_.max_batch_bytes = 100;
   auto ck = Checkpoint(t.all(), root_, options_);
@@ -610,7 +610,7 @@ int64_t ExpectSelfConsistent(const std::string& path, const std::shared_ptr<io::
 }
 
 TEST_F(CheckpointTest, CheckpointWhileTwoWritersAndTwoSamplersRun) {
-  TableOptions o;
+  ReplayTableOptions o;
   o.name = "busy";
   o.max_size = 20000;
   o.rate_limiter = RateLimiterOptions::MinSize(100);
@@ -701,7 +701,7 @@ TEST_F(CheckpointTest, CheckpointWhileTwoWritersAndTwoSamplersRun) {
     auto restored = Restore(root_, r.id, restore_);
     ASSERT_TRUE(restored.ok()) << restored.status();
     ASSERT_EQ(restored->tables.size(), 1u);
-    const Table& rt = *restored->tables[0];
+    const ReplayTable& rt = *restored->tables[0];
     const TableInfo info = rt.Info();
     // The snapshot is one consistent cut: its items and counters agree.
     EXPECT_EQ(info.size, r.num_items);
@@ -717,8 +717,8 @@ TEST_F(CheckpointTest, CheckpointWhileTwoWritersAndTwoSamplersRun) {
 
 // The kill test's table: 10000 pairs of items over 10000 chunks of 256 bytes
 // of incompressible floats, so a checkpoint takes long enough to interrupt.
-std::unique_ptr<Table> MakeBigTable(uint64_t seed) {
-  TableOptions o;
+std::unique_ptr<ReplayTable> MakeBigTable(uint64_t seed) {
+  ReplayTableOptions o;
   o.name = "big";
   o.sampler = NewPrioritizedSelector(0.8);
   o.max_size = 1 << 20;
@@ -743,7 +743,7 @@ struct ChildRun {
   bool finished = false;
   absl::Duration ran;
 };
-ChildRun CheckpointInChild(Table* t, const std::string& root, const CheckpointOptions& options,
+ChildRun CheckpointInChild(ReplayTable* t, const std::string& root, const CheckpointOptions& options,
                            std::optional<std::chrono::microseconds> kill_after) {
   ChildRun out;
   int ready[2];

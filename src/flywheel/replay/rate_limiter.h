@@ -77,7 +77,7 @@ struct RateLimiterState {
 
 class RateLimiter {
  public:
-  // The options should have passed Validate() (Table::Create checks); with
+  // The options should have passed Validate() (ReplayTable::Create checks); with
   // invalid ones the limiter still behaves by the formulas above.
   explicit RateLimiter(RateLimiterOptions options);
 

@@ -14,7 +14,7 @@ namespace {
 
 }  // namespace
 
-struct Table::TableMetrics {
+struct ReplayTable::TableMetrics {
   Counter* inserts;
   Counter* samples;
   Gauge* size;
@@ -30,9 +30,9 @@ struct Table::TableMetrics {
 
 namespace {
 
-Table::TableMetrics MetricsFor(const std::string& table) {
+ReplayTable::TableMetrics MetricsFor(const std::string& table) {
   const Labels l = {{"table", table}};
-  return Table::TableMetrics{
+  return ReplayTable::TableMetrics{
       Metrics().GetCounter("flywheel_replay_inserts_total", "Items inserted", l),
       Metrics().GetCounter("flywheel_replay_samples_total", "Items sampled", l),
       Metrics().GetGauge("flywheel_replay_size", "Items in the table", l),
@@ -56,7 +56,7 @@ Table::TableMetrics MetricsFor(const std::string& table) {
 
 }  // namespace
 
-Status TableOptions::Validate() const {
+Status ReplayTableOptions::Validate() const {
   if (name.empty()) return absl::InvalidArgumentError("replay table needs a name");
   if (max_size < 1) return absl::InvalidArgumentError(absl::StrCat("table '", name, "': max_size must be >= 1"));
   if (max_times_sampled < 0) {
@@ -74,9 +74,9 @@ Status TableOptions::Validate() const {
   return absl::OkStatus();
 }
 
-Result<std::unique_ptr<Table>> Table::Create(TableOptions options) {
+Result<std::unique_ptr<ReplayTable>> ReplayTable::Create(ReplayTableOptions options) {
   FW_RETURN_IF_ERROR(options.Validate());
-  std::unique_ptr<Table> t(new Table());
+  std::unique_ptr<ReplayTable> t(new ReplayTable());
   t->name_ = options.name;
   t->max_size_ = options.max_size;
   t->max_times_sampled_ = options.max_times_sampled;
@@ -96,7 +96,7 @@ Result<std::unique_ptr<Table>> Table::Create(TableOptions options) {
   return t;
 }
 
-void Table::PublishBlocked() {
+void ReplayTable::PublishBlocked() {
   const TableInfo info = Info();
   metrics_->blocked_inserts->Set(static_cast<double>(info.blocked_inserts));
   metrics_->blocked_samples->Set(static_cast<double>(info.blocked_samples));
@@ -111,11 +111,11 @@ void Table::PublishBlocked() {
   }
 }
 
-double Table::BlockedSecondsLocked(int op, double now) const {
+double ReplayTable::BlockedSecondsLocked(int op, double now) const {
   return blocked_done_[op] + blocked_now_[op] * now - blocked_start_sum_[op];
 }
 
-Table::~Table() {
+ReplayTable::~ReplayTable() {
   Metrics().RemoveCollector(metrics_->collector);
   PublishBlocked();
   // Nobody waits on a table that is gone (the series outlive it).
@@ -124,26 +124,26 @@ Table::~Table() {
   Close();
 }
 
-void Table::Close() {
+void ReplayTable::Close() {
   absl::MutexLock lock(&mu_);
   closed_ = true;
   limiter_->Cancel();
 }
 
-void Table::Cancel(bool* flag) {
+void ReplayTable::Cancel(bool* flag) {
   absl::MutexLock lock(&mu_);
   *flag = true;
   limiter_->WakeAll();
 }
 
-Status Table::AwaitLocked(bool insert, absl::Duration timeout, const bool* cancelled) {
+Status ReplayTable::AwaitLocked(bool insert, absl::Duration timeout, const bool* cancelled) {
   // Hang diagnosis (SIGUSR1, the watchdog) lists this call while it blocks,
   // with the limiter's explanation from when it started waiting.
   std::optional<obs::BlockedWait> blocked;
   // Counts this wait's time in the blocked-seconds series, live and on
   // every way out (mu_ is held at each return).
   struct BlockedTime {
-    Table* t;
+    ReplayTable* t;
     int op;
     double start = -1;
     ~BlockedTime() ABSL_NO_THREAD_SAFETY_ANALYSIS {
@@ -191,7 +191,7 @@ Status Table::AwaitLocked(bool insert, absl::Duration timeout, const bool* cance
   }
 }
 
-Status Table::Insert(Item item, absl::Duration timeout, const bool* cancelled) {
+Status ReplayTable::Insert(Item item, absl::Duration timeout, const bool* cancelled) {
   if (item.columns.empty()) {
     return absl::InvalidArgumentError(absl::StrCat("insert into table '", name_, "': item ", item.key, " has no columns"));
   }
@@ -260,7 +260,7 @@ Status Table::Insert(Item item, absl::Duration timeout, const bool* cancelled) {
   return absl::OkStatus();
 }
 
-Status Table::AddLocked(Item item) {
+Status ReplayTable::AddLocked(Item item) {
   const ItemKey key = item.key;
   FW_RETURN_IF_ERROR(sampler_->Insert(key, item.priority));
   Status rs = remover_->Insert(key, item.priority);
@@ -273,7 +273,7 @@ Status Table::AddLocked(Item item) {
   return absl::OkStatus();
 }
 
-Status Table::RestoreItem(Item item) {
+Status ReplayTable::RestoreItem(Item item) {
   for (const auto& col : item.columns) {
     FW_RETURN_IF_ERROR_CTX(col.Validate(), "restoring item ", item.key, " into table '", name_, "'");
   }
@@ -288,12 +288,12 @@ Status Table::RestoreItem(Item item) {
   return AddLocked(std::move(item));
 }
 
-void Table::SetRateLimiterState(const RateLimiterState& state) {
+void ReplayTable::SetRateLimiterState(const RateLimiterState& state) {
   absl::MutexLock lock(&mu_);
   limiter_->set_state(state);
 }
 
-Status Table::DeleteLocked(ItemKey key) {
+Status ReplayTable::DeleteLocked(ItemKey key) {
   auto it = items_.find(key);
   if (it == items_.end()) return absl::NotFoundError(absl::StrCat("table '", name_, "' has no item ", key));
   FW_RETURN_IF_ERROR(sampler_->Delete(key));
@@ -304,7 +304,7 @@ Status Table::DeleteLocked(ItemKey key) {
   return absl::OkStatus();
 }
 
-Result<SampledItem> Table::SampleLocked() {
+Result<SampledItem> ReplayTable::SampleLocked() {
   FW_ASSIGN_OR_RETURN(KeyWithProbability pick, sampler_->Sample());
   auto it = items_.find(pick.key);
   if (it == items_.end()) {
@@ -325,12 +325,12 @@ Result<SampledItem> Table::SampleLocked() {
   return out;
 }
 
-Result<SampledItem> Table::Sample(absl::Duration timeout, const bool* cancelled) {
+Result<SampledItem> ReplayTable::Sample(absl::Duration timeout, const bool* cancelled) {
   FW_ASSIGN_OR_RETURN(auto batch, SampleBatch(1, false, timeout, cancelled));
   return std::move(batch.front());
 }
 
-Result<std::vector<SampledItem>> Table::SampleBatch(int64_t n, bool flexible, absl::Duration timeout,
+Result<std::vector<SampledItem>> ReplayTable::SampleBatch(int64_t n, bool flexible, absl::Duration timeout,
                                                     const bool* cancelled) {
   if (n < 1) return absl::InvalidArgumentError("sample batch size must be >= 1");
   const absl::Time start = absl::Now();
@@ -370,7 +370,7 @@ Result<std::vector<SampledItem>> Table::SampleBatch(int64_t n, bool flexible, ab
   return out;
 }
 
-Result<int64_t> Table::MutatePriorities(const std::vector<std::pair<ItemKey, double>>& updates,
+Result<int64_t> ReplayTable::MutatePriorities(const std::vector<std::pair<ItemKey, double>>& updates,
                                         const std::vector<ItemKey>& deletes) {
   for (const auto& [key, p] : updates) {
     if (!(p >= 0) || p == HUGE_VAL) {
@@ -400,7 +400,7 @@ Result<int64_t> Table::MutatePriorities(const std::vector<std::pair<ItemKey, dou
   return missing;
 }
 
-void Table::Reset() {
+void ReplayTable::Reset() {
   absl::MutexLock lock(&mu_);
   items_.clear();
   sampler_->Clear();
@@ -408,12 +408,12 @@ void Table::Reset() {
   limiter_->Reset();
 }
 
-TableInfo Table::Info() const {
+TableInfo ReplayTable::Info() const {
   absl::MutexLock lock(&mu_);
   return InfoLocked();
 }
 
-TableInfo Table::InfoLocked() const {
+TableInfo ReplayTable::InfoLocked() const {
   TableInfo info;
   info.name = name_;
   info.size = static_cast<int64_t>(items_.size());
@@ -430,7 +430,7 @@ TableInfo Table::InfoLocked() const {
   return info;
 }
 
-std::string Table::Explain() const {
+std::string ReplayTable::Explain() const {
   absl::MutexLock lock(&mu_);
   return absl::StrCat("table '", name_, "': ", items_.size(), " of ", max_size_, " items, sampler ",
                       sampler_->Describe(), ", remover ", remover_->Describe(),
@@ -439,7 +439,7 @@ std::string Table::Explain() const {
                       "\n", limiter_->Explain());
 }
 
-Table::Snapshot Table::TakeSnapshot() const {
+ReplayTable::Snapshot ReplayTable::TakeSnapshot() const {
   Snapshot snap;
   // Allocate (and page-fault) the snapshot vector before taking the lock for
   // the copy: at 1M items the faults cost more than the copy itself.
@@ -467,7 +467,7 @@ Table::Snapshot Table::TakeSnapshot() const {
   return snap;
 }
 
-std::vector<std::shared_ptr<const Item>> Table::Items() const {
+std::vector<std::shared_ptr<const Item>> ReplayTable::Items() const {
   const Snapshot snap = TakeSnapshot();
   std::vector<std::shared_ptr<const Item>> out;
   out.reserve(snap.items.size());

@@ -40,7 +40,7 @@ struct Signature {
   std::vector<std::pair<std::string, format::DataType>> columns;
 };
 
-struct TableOptions {
+struct ReplayTableOptions {
   std::string name;
   std::unique_ptr<ItemSelector> sampler;  // default: Uniform
   std::unique_ptr<ItemSelector> remover;  // default: Fifo
@@ -80,10 +80,10 @@ struct TableInfo {
   int64_t num_deleted = 0;           // all deletions (evict, max_times_sampled, by key)
 };
 
-class Table {
+class ReplayTable {
  public:
-  static Result<std::unique_ptr<Table>> Create(TableOptions options);
-  ~Table();
+  static Result<std::unique_ptr<ReplayTable>> Create(ReplayTableOptions options);
+  ~ReplayTable();
 
   const std::string& name() const { return name_; }
   // The signature inserts are checked against (nullopt: none).
@@ -150,7 +150,7 @@ class Table {
   struct TableMetrics;  // series in the process metrics registry
 
  private:
-  Table() = default;
+  ReplayTable() = default;
   // Refreshes the blocked-callers gauges and blocked-seconds counters (a
   // registry collector, run at each scrape).
   void PublishBlocked();

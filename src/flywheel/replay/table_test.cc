@@ -27,14 +27,14 @@ int64_t ValueOf(const SampledItem& s) {
   return v;
 }
 
-std::unique_ptr<Table> MakeTable(TableOptions o) {
-  auto t = Table::Create(std::move(o));
+std::unique_ptr<ReplayTable> MakeTable(ReplayTableOptions o) {
+  auto t = ReplayTable::Create(std::move(o));
   EXPECT_TRUE(t.ok()) << t.status();
   return std::move(*t);
 }
 
 TEST(ReplayTableTest, QueueSamplesEachItemOnceInOrderAndBlocksWhenFull) {
-  TableOptions o;
+  ReplayTableOptions o;
   o.name = "queue";
   o.sampler = NewFifoSelector();
   o.remover = NewFifoSelector();
@@ -57,7 +57,7 @@ TEST(ReplayTableTest, QueueSamplesEachItemOnceInOrderAndBlocksWhenFull) {
 }
 
 TEST(ReplayTableTest, RemoverEvictsAtMaxSize) {
-  TableOptions o;
+  ReplayTableOptions o;
   o.name = "evict";
   o.remover = NewMinHeapSelector();
   o.max_size = 3;
@@ -73,7 +73,7 @@ TEST(ReplayTableTest, RemoverEvictsAtMaxSize) {
 }
 
 TEST(ReplayTableTest, MaxTimesSampledDeletesItems) {
-  TableOptions o;
+  ReplayTableOptions o;
   o.name = "twice";
   o.max_times_sampled = 2;
   auto t = MakeTable(std::move(o));
@@ -85,7 +85,7 @@ TEST(ReplayTableTest, MaxTimesSampledDeletesItems) {
 }
 
 TEST(ReplayTableTest, SignatureIsCheckedOnInsert) {
-  TableOptions o;
+  ReplayTableOptions o;
   o.name = "sig";
   o.signature = Signature{{{"x", DataType::Scalar(TypeId::kInt64)}}};
   auto t = MakeTable(std::move(o));
@@ -106,7 +106,7 @@ TEST(ReplayTableTest, SignatureIsCheckedOnInsert) {
 }
 
 TEST(ReplayTableTest, PrioritiesMutateAndDeleteByKey) {
-  TableOptions o;
+  ReplayTableOptions o;
   o.name = "prio";
   o.sampler = NewMaxHeapSelector();
   auto t = MakeTable(std::move(o));
@@ -123,7 +123,7 @@ TEST(ReplayTableTest, PrioritiesMutateAndDeleteByKey) {
 }
 
 TEST(ReplayTableTest, BlockedSampleIsExplainedAndReleasedByInsert) {
-  TableOptions o;
+  ReplayTableOptions o;
   o.name = "minsize";
   o.rate_limiter = RateLimiterOptions::MinSize(2);
   auto t = MakeTable(std::move(o));
@@ -147,7 +147,7 @@ TEST(ReplayTableTest, BlockedSampleIsExplainedAndReleasedByInsert) {
 }
 
 TEST(ReplayTableTest, CloseCancelsBlockedCalls) {
-  TableOptions o;
+  ReplayTableOptions o;
   o.name = "closing";
   o.rate_limiter = RateLimiterOptions::MinSize(5);
   auto t = MakeTable(std::move(o));
@@ -165,7 +165,7 @@ TEST(ReplayTableTest, CloseCancelsBlockedCalls) {
 }
 
 TEST(ReplayTableTest, CancelFlagStopsABlockedCall) {
-  TableOptions o;
+  ReplayTableOptions o;
   o.name = "cancel";
   o.rate_limiter = RateLimiterOptions::MinSize(5);
   auto t = MakeTable(std::move(o));
@@ -174,7 +174,7 @@ TEST(ReplayTableTest, CancelFlagStopsABlockedCall) {
 }
 
 TEST(ReplayTableTest, CancelWakesOnlyTheCallWithThatFlag) {
-  TableOptions o;
+  ReplayTableOptions o;
   o.name = "cancel2";
   o.rate_limiter = RateLimiterOptions::MinSize(5);
   o.watchdog = absl::ZeroDuration();
@@ -195,7 +195,7 @@ TEST(ReplayTableTest, CancelWakesOnlyTheCallWithThatFlag) {
 }
 
 TEST(ReplayTableTest, SnapshotKeepsInsertionOrder) {
-  TableOptions o;
+  ReplayTableOptions o;
   o.name = "order";
   auto t = MakeTable(std::move(o));
   const std::vector<ItemKey> keys = {907, 3, 55, 1, 400000, 12};
@@ -206,7 +206,7 @@ TEST(ReplayTableTest, SnapshotKeepsInsertionOrder) {
 }
 
 TEST(ReplayTableTest, FlexibleBatchTakesWhatIsAvailable) {
-  TableOptions o;
+  ReplayTableOptions o;
   o.name = "flex";
   o.sampler = NewFifoSelector();
   o.max_times_sampled = 1;
@@ -223,7 +223,7 @@ TEST(ReplayTableTest, FlexibleBatchTakesWhatIsAvailable) {
 // Regression: a batch that timed out waiting for all its items used to
 // consume (and with max_times_sampled delete) the items it had taken.
 TEST(ReplayTableTest, TimedOutFullBatchTakesNothing) {
-  TableOptions o;
+  ReplayTableOptions o;
   o.name = "allornothing";
   o.sampler = NewFifoSelector();
   o.max_times_sampled = 1;
@@ -244,7 +244,7 @@ TEST(ReplayTableTest, TimedOutFullBatchTakesNothing) {
 TEST(ReplayTableTest, OverlappingItemsShareChunksAndFreeThemWhenGone) {
   const int64_t before = Chunk::LiveCount();
   {
-    TableOptions o;
+    ReplayTableOptions o;
     o.name = "nstep";
     o.max_size = 2;
     auto t = MakeTable(std::move(o));
@@ -265,7 +265,7 @@ TEST(ReplayTableTest, OverlappingItemsShareChunksAndFreeThemWhenGone) {
 }
 
 TEST(ReplayTableTest, ConcurrentWritersAndSamplersOnAQueueLoseNothing) {
-  TableOptions o;
+  ReplayTableOptions o;
   o.name = "mpmc";
   o.sampler = NewFifoSelector();
   o.remover = NewFifoSelector();

@@ -11,7 +11,7 @@
 
 namespace flywheel::replay {
 
-Status WriterOptions::Validate() const {
+Status ReplayWriterOptions::Validate() const {
   if (chunk_length < 1) return absl::InvalidArgumentError("chunk_length must be >= 1");
   if (max_history < chunk_length) {
     return absl::InvalidArgumentError(
@@ -20,7 +20,7 @@ Status WriterOptions::Validate() const {
   return absl::OkStatus();
 }
 
-StepBuffer::StepBuffer(WriterOptions options) : options_(options) {
+StepBuffer::StepBuffer(ReplayWriterOptions options) : options_(options) {
   uint64_t seed = 0;
   if (getrandom(&seed, sizeof seed, 0) != static_cast<ssize_t>(sizeof seed)) {
     seed = static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
@@ -154,7 +154,7 @@ std::vector<ChunkKey> StepBuffer::EndEpisode() {
 
 std::vector<ChunkKey> StepBuffer::TakeDropped() { return std::exchange(dropped_, {}); }
 
-TrajectoryWriter::TrajectoryWriter(std::map<std::string, Table*> tables, WriterOptions options)
+TrajectoryWriter::TrajectoryWriter(std::map<std::string, ReplayTable*> tables, ReplayWriterOptions options)
     : tables_(std::move(tables)), steps_(options) {}
 
 Result<ItemKey> TrajectoryWriter::CreateItem(const std::string& table, double priority,

@@ -26,7 +26,7 @@
 
 namespace flywheel::replay {
 
-struct WriterOptions {
+struct ReplayWriterOptions {
   // Steps per chunk (>= 1). Larger chunks compress better; smaller ones let
   // items be inserted sooner. Default 16.
   int64_t chunk_length = 16;
@@ -53,7 +53,7 @@ struct StepValue {
 // Thread-safety: not thread-safe.
 class StepBuffer {
  public:
-  explicit StepBuffer(WriterOptions options);
+  explicit StepBuffer(ReplayWriterOptions options);
 
   // One step: every column of the episode gets exactly one value.
   Status Append(const std::vector<StepValue>& step);
@@ -79,7 +79,7 @@ class StepBuffer {
   };
   Status FlushColumn(const std::string& name, ColumnState& c);
 
-  WriterOptions options_;
+  ReplayWriterOptions options_;
   std::map<std::string, ColumnState> columns_;
   std::vector<ChunkKey> dropped_;
   int64_t episode_steps_ = 0;
@@ -90,7 +90,7 @@ class StepBuffer {
 class TrajectoryWriter {
  public:
   // `tables` are looked up by name in CreateItem; they must outlive the writer.
-  TrajectoryWriter(std::map<std::string, Table*> tables, WriterOptions options = {});
+  TrajectoryWriter(std::map<std::string, ReplayTable*> tables, ReplayWriterOptions options = {});
 
   // Appends one step. A column keeps the type of its first value.
   Status Append(const std::vector<StepValue>& step) { return steps_.Append(step); }
@@ -109,7 +109,7 @@ class TrajectoryWriter {
   int64_t episode_steps() const { return steps_.episode_steps(); }
 
  private:
-  std::map<std::string, Table*> tables_;
+  std::map<std::string, ReplayTable*> tables_;
   StepBuffer steps_;
 };
 

@@ -8,11 +8,11 @@ namespace {
 using format::DataType;
 using format::TypeId;
 
-std::unique_ptr<Table> FifoTable(const std::string& name) {
-  TableOptions o;
+std::unique_ptr<ReplayTable> FifoTable(const std::string& name) {
+  ReplayTableOptions o;
   o.name = name;
   o.sampler = NewFifoSelector();
-  auto t = Table::Create(std::move(o));
+  auto t = ReplayTable::Create(std::move(o));
   EXPECT_TRUE(t.ok()) << t.status();
   return std::move(*t);
 }
@@ -30,7 +30,7 @@ void AppendSteps(TrajectoryWriter& w, int first, int n) {
 
 TEST(TrajectoryWriterTest, ItemsReferenceTheLastStepsAcrossChunks) {
   auto t = FifoTable("t");
-  TrajectoryWriter w({{"t", t.get()}}, WriterOptions{.chunk_length = 4});
+  TrajectoryWriter w({{"t", t.get()}}, ReplayWriterOptions{.chunk_length = 4});
   AppendSteps(w, 0, 10);
   auto key = w.CreateItem("t", 1.0, {{"obs", 3}, {"action", 5}});
   ASSERT_TRUE(key.ok()) << key.status();
@@ -51,7 +51,7 @@ TEST(TrajectoryWriterTest, ItemsReferenceTheLastStepsAcrossChunks) {
 
 TEST(TrajectoryWriterTest, OverlappingItemsShareChunks) {
   auto t = FifoTable("t");
-  TrajectoryWriter w({{"t", t.get()}}, WriterOptions{.chunk_length = 8});
+  TrajectoryWriter w({{"t", t.get()}}, ReplayWriterOptions{.chunk_length = 8});
   AppendSteps(w, 0, 8);
   const int64_t live_before = Chunk::LiveCount();
   ASSERT_TRUE(w.CreateItem("t", 1.0, {{"action", 3}}).ok());
@@ -63,7 +63,7 @@ TEST(TrajectoryWriterTest, OverlappingItemsShareChunks) {
 
 TEST(TrajectoryWriterTest, ErrorsAreClear) {
   auto t = FifoTable("t");
-  TrajectoryWriter w({{"t", t.get()}}, WriterOptions{.chunk_length = 2, .max_history = 4});
+  TrajectoryWriter w({{"t", t.get()}}, ReplayWriterOptions{.chunk_length = 2, .max_history = 4});
   AppendSteps(w, 0, 3);
   EXPECT_TRUE(absl::IsNotFound(w.CreateItem("nope", 1, {{"obs", 1}}).status()));
   EXPECT_TRUE(absl::IsNotFound(w.CreateItem("t", 1, {{"reward", 1}}).status()));

@@ -36,17 +36,17 @@ std::vector<Tensor> Mlp(int64_t obs_dim, int64_t out, bool gaussian = false, flo
 
 struct Server {
   std::shared_ptr<WeightStore> store = std::make_shared<WeightStore>();
-  std::shared_ptr<replay::Table> table;
+  std::shared_ptr<replay::ReplayTable> table;
   std::unique_ptr<replay::Server> server;
   explicit Server(int64_t queue = 8) {
-    replay::TableOptions t;
+    replay::ReplayTableOptions t;
     t.name = "unrolls";
     t.sampler = replay::NewFifoSelector();
     t.remover = replay::NewFifoSelector();
     t.max_size = queue;
     t.max_times_sampled = 1;
     t.rate_limiter = replay::RateLimiterOptions::Queue(queue);
-    table = std::shared_ptr<replay::Table>(*replay::Table::Create(std::move(t)));
+    table = std::shared_ptr<replay::ReplayTable>(*replay::ReplayTable::Create(std::move(t)));
     replay::ServerOptions o;
     o.tables.push_back(table);
     o.services.push_back(std::make_shared<WeightService>(store));
@@ -88,7 +88,7 @@ const replay::TrajectoryColumn* Find(const replay::SampledItem& s, const std::st
   return nullptr;
 }
 
-replay::SampledItem SampleOne(replay::Table& t) {
+replay::SampledItem SampleOne(replay::ReplayTable& t) {
   auto r = t.SampleBatch(1, false, absl::Seconds(20));
   EXPECT_TRUE(r.ok()) << r.status();
   if (!r.ok() || r->empty()) return {};

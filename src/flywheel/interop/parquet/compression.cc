@@ -13,7 +13,7 @@
 
 #include "absl/strings/str_cat.h"
 
-namespace flywheel::parquet {
+namespace flywheel::interop::parquet {
 namespace {
 
 Status SizeMismatch(CompressionCodec codec, size_t got, size_t want) {
@@ -332,4 +332,4 @@ Status Compress(CompressionCodec codec, const uint8_t* src, size_t n, std::strin
       absl::StrCat("unknown Parquet compression codec ", static_cast<int>(codec)));
 }
 
-}  // namespace flywheel::parquet
+}  // namespace flywheel::interop::parquet

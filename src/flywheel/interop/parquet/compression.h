@@ -15,7 +15,7 @@
 #include "flywheel/base/status.h"
 #include "flywheel/interop/parquet/metadata.h"
 
-namespace flywheel::parquet {
+namespace flywheel::interop::parquet {
 
 std::string_view CodecName(CompressionCodec codec);
 // A codec the writer can use, by its lower-case name: none (or
@@ -45,4 +45,4 @@ Status DecompressPage(CompressionCodec codec, const uint8_t* src, size_t n, int6
 Status Compress(CompressionCodec codec, const uint8_t* src, size_t n, std::string* out,
                 int level = -1);
 
-}  // namespace flywheel::parquet
+}  // namespace flywheel::interop::parquet

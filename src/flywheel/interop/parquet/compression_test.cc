@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-namespace flywheel::parquet {
+namespace flywheel::interop::parquet {
 namespace {
 
 std::string Sample(size_t n, uint32_t seed) {
@@ -146,4 +146,4 @@ TEST(CompressionTest, LzoAndUnknownCodecsAreRefusedByName) {
 }
 
 }  // namespace
-}  // namespace flywheel::parquet
+}  // namespace flywheel::interop::parquet

@@ -9,7 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "flywheel/base/half.h"
 
-namespace flywheel::parquet {
+namespace flywheel::interop::parquet {
 namespace {
 
 using format::Buffer;
@@ -450,4 +450,4 @@ Result<std::unique_ptr<interop::RecordBatchReader>> OpenParquetSource(const std:
       new ParquetSource(std::move(r), std::move(columns), std::move(schema), std::move(fields)));
 }
 
-}  // namespace flywheel::parquet
+}  // namespace flywheel::interop::parquet

@@ -26,7 +26,7 @@
 #include "flywheel/interop/parquet/reader.h"
 #include "flywheel/interop/source.h"
 
-namespace flywheel::parquet {
+namespace flywheel::interop::parquet {
 
 // The flywheel fields a top-level Parquet field becomes (one, or several for
 // a struct), in order.
@@ -52,4 +52,4 @@ struct SourceOptions {
 Result<std::unique_ptr<interop::RecordBatchReader>> OpenParquetSource(const std::string& path,
                                                                       const SourceOptions& options);
 
-}  // namespace flywheel::parquet
+}  // namespace flywheel::interop::parquet

@@ -22,7 +22,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 
-namespace flywheel::parquet {
+namespace flywheel::interop::parquet {
 namespace {
 
 constexpr char kRle[] = "RLE";
@@ -814,4 +814,4 @@ void EncodeByteStreamSplit(const uint8_t* values, size_t width, int64_t n, std::
   }
 }
 
-}  // namespace flywheel::parquet
+}  // namespace flywheel::interop::parquet

@@ -22,7 +22,7 @@
 
 #include "flywheel/base/status.h"
 
-namespace flywheel::parquet {
+namespace flywheel::interop::parquet {
 
 // Variable-length values back to back: value i is
 // data[offsets[i], offsets[i + 1]). Decoders append.
@@ -116,4 +116,4 @@ void EncodeDeltaLengthByteArray(const ByteArrays& values, std::string* out);
 void EncodeDeltaByteArray(const ByteArrays& values, std::string* out);
 void EncodeByteStreamSplit(const uint8_t* values, size_t width, int64_t n, std::string* out);
 
-}  // namespace flywheel::parquet
+}  // namespace flywheel::interop::parquet

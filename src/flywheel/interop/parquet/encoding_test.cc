@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-namespace flywheel::parquet {
+namespace flywheel::interop::parquet {
 namespace {
 
 using ::testing::ElementsAre;
@@ -837,9 +837,9 @@ TEST(ByteStreamSplitTest, RoundTripsEveryWidthAndRejectsShortInput) {
 }
 
 }  // namespace
-}  // namespace flywheel::parquet
+}  // namespace flywheel::interop::parquet
 
-namespace flywheel::parquet {
+namespace flywheel::interop::parquet {
 namespace {
 
 TEST(CountRleBitPackedTest, CountsWhatTheRunsHoldWithoutDecoding) {
@@ -859,4 +859,4 @@ TEST(CountRleBitPackedTest, CountsWhatTheRunsHoldWithoutDecoding) {
 }
 
 }  // namespace
-}  // namespace flywheel::parquet
+}  // namespace flywheel::interop::parquet

@@ -17,7 +17,7 @@
 #include "flywheel/io/temp_dir.h"
 #include "gtest/gtest.h"
 
-namespace flywheel::parquet {
+namespace flywheel::interop::parquet {
 namespace {
 
 const std::string kTestData = FLYWHEEL_PARQUET_TESTDATA;
@@ -112,7 +112,7 @@ class HostileParquetTest : public ::testing::Test {
     EXPECT_TRUE(r.ok()) << r.status();
     auto arrays = (*r)->ReadAll(ReadOptions{});
     EXPECT_TRUE(arrays.ok()) << arrays.status();
-    WriterOptions o;
+    ParquetWriterOptions o;
     o.codec = codec;
     o.dictionary_bytes = 0;
     const std::string path = dir_.path() + "/w_" + std::string(CodecName(codec)) + ".parquet";
@@ -228,4 +228,4 @@ TEST_F(HostileParquetTest, ReferenceFilesStillReadUnderTheCap) {
 }
 
 }  // namespace
-}  // namespace flywheel::parquet
+}  // namespace flywheel::interop::parquet

@@ -14,7 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "flywheel/interop/parquet/thrift.h"
 
-namespace flywheel::parquet {
+namespace flywheel::interop::parquet {
 namespace {
 
 using CT = CompactType;
@@ -972,4 +972,4 @@ std::string SerializePageHeader(const PageHeader& h) {
   return std::move(w).Finish();
 }
 
-}  // namespace flywheel::parquet
+}  // namespace flywheel::interop::parquet

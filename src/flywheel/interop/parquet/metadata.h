@@ -18,7 +18,7 @@
 
 #include "flywheel/base/status.h"
 
-namespace flywheel::parquet {
+namespace flywheel::interop::parquet {
 
 // Every struct below compares field-wise (operator==): Parse(Serialize(x))
 // == x is what the tests and the fuzz target check.
@@ -277,4 +277,4 @@ Result<PageHeader> ParsePageHeader(const uint8_t* data, size_t size, size_t* con
 std::string SerializeFileMetaData(const FileMetaData& m);
 std::string SerializePageHeader(const PageHeader& h);
 
-}  // namespace flywheel::parquet
+}  // namespace flywheel::interop::parquet

@@ -17,7 +17,7 @@
 #include "flywheel/interop/parquet/thrift.h"
 #include "nlohmann/json.hpp"
 
-namespace flywheel::parquet {
+namespace flywheel::interop::parquet {
 namespace {
 
 using ::testing::HasSubstr;
@@ -1217,4 +1217,4 @@ TEST(ReferenceFilesTest, EveryPageHeaderOfEveryChunkParses) {
 }
 
 }  // namespace
-}  // namespace flywheel::parquet
+}  // namespace flywheel::interop::parquet

@@ -15,7 +15,7 @@
 #include "flywheel/interop/parquet/encoding.h"
 #include "flywheel/io/file_system.h"
 
-namespace flywheel::parquet {
+namespace flywheel::interop::parquet {
 namespace {
 
 constexpr char kMagic[4] = {'P', 'A', 'R', '1'};
@@ -1453,4 +1453,4 @@ Result<std::unique_ptr<ParquetReader>> ParquetReader::Open(std::shared_ptr<io::R
   return std::unique_ptr<ParquetReader>(std::move(r));
 }
 
-}  // namespace flywheel::parquet
+}  // namespace flywheel::interop::parquet

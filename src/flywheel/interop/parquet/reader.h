@@ -25,7 +25,7 @@ namespace flywheel::io {
 class RandomAccessFile;
 }
 
-namespace flywheel::parquet {
+namespace flywheel::interop::parquet {
 
 // The type of an Array's values, after applying logical/converted types.
 enum class ValueKind : uint8_t {
@@ -120,4 +120,4 @@ class ParquetReader {
 // Appends b's rows after a's (same type), for readers of several files.
 Status AppendArray(Array* a, Array b);
 
-}  // namespace flywheel::parquet
+}  // namespace flywheel::interop::parquet

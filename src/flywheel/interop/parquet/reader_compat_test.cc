@@ -25,7 +25,7 @@
 #include "flywheel/interop/parquet/reader.h"
 #include "flywheel/io/file_system.h"
 
-namespace flywheel::parquet {
+namespace flywheel::interop::parquet {
 namespace {
 
 const std::string kSourceDir = FLYWHEEL_SOURCE_DIR;
@@ -1437,4 +1437,4 @@ TEST(ParquetCompatTest, CorruptCompressedPageIsAnError) {
 }
 
 }  // namespace
-}  // namespace flywheel::parquet
+}  // namespace flywheel::interop::parquet

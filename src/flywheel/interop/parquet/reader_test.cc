@@ -14,7 +14,7 @@
 
 #include "flywheel/io/file_system.h"
 
-namespace flywheel::parquet {
+namespace flywheel::interop::parquet {
 namespace {
 
 using nlohmann::json;
@@ -418,4 +418,4 @@ TEST(ParquetReaderTest, SchemaDescribesNestedFields) {
 }
 
 }  // namespace
-}  // namespace flywheel::parquet
+}  // namespace flywheel::interop::parquet

@@ -6,7 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 
-namespace flywheel::parquet {
+namespace flywheel::interop::parquet {
 namespace {
 
 constexpr uint8_t kMaxTypeCode = static_cast<uint8_t>(CompactType::kUuid);
@@ -391,4 +391,4 @@ void CompactWriter::WriteMapHeader(CompactType key_type, CompactType value_type,
       static_cast<char>((static_cast<uint8_t>(key_type) << 4) | static_cast<uint8_t>(value_type)));
 }
 
-}  // namespace flywheel::parquet
+}  // namespace flywheel::interop::parquet

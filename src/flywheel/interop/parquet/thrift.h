@@ -33,7 +33,7 @@
 
 #include "flywheel/base/status.h"
 
-namespace flywheel::parquet {
+namespace flywheel::interop::parquet {
 
 // Compact-protocol type codes: the low nibble of a field header and the
 // element types of list, set and map headers.
@@ -186,4 +186,4 @@ Status CompactReader::ReadStruct(std::string_view what, OnField&& on_field) {
   return absl::OkStatus();
 }
 
-}  // namespace flywheel::parquet
+}  // namespace flywheel::interop::parquet

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-namespace flywheel::parquet {
+namespace flywheel::interop::parquet {
 namespace {
 
 using ::testing::HasSubstr;
@@ -543,4 +543,4 @@ TEST(CompactTypeNameTest, Names) {
 }
 
 }  // namespace
-}  // namespace flywheel::parquet
+}  // namespace flywheel::interop::parquet

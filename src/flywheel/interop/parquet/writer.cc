@@ -18,7 +18,7 @@
 #include "flywheel/interop/parquet/encoding.h"
 #include "flywheel/io/file_system.h"
 
-namespace flywheel::parquet {
+namespace flywheel::interop::parquet {
 namespace {
 
 constexpr char kMagic[4] = {'P', 'A', 'R', '1'};
@@ -675,7 +675,7 @@ struct ChunkOut {
 class ChunkEncoder {
  public:
   ChunkEncoder(const Leaf& leaf, const LeafLevels& levels, const Values& values,
-               const WriterOptions& options, ChunkOut* out)
+               const ParquetWriterOptions& options, ChunkOut* out)
       : leaf_(leaf), levels_(levels), values_(values), options_(options), out_(out) {}
 
   Status Encode();
@@ -691,7 +691,7 @@ class ChunkEncoder {
   const Leaf& leaf_;
   const LeafLevels& levels_;
   const Values& values_;
-  const WriterOptions& options_;
+  const ParquetWriterOptions& options_;
   ChunkOut* out_;
   std::unordered_map<std::string_view, uint32_t> dict_;
   std::vector<std::string_view> dict_values_;
@@ -845,7 +845,7 @@ Status ChunkEncoder::Encode() {
 
 class WriterImpl final : public ParquetWriter {
  public:
-  WriterImpl(std::string path, std::vector<Field> fields, WriterOptions options)
+  WriterImpl(std::string path, std::vector<Field> fields, ParquetWriterOptions options)
       : path_(std::move(path)), fields_(std::move(fields)), options_(std::move(options)) {}
 
   Status Init();
@@ -862,7 +862,7 @@ class WriterImpl final : public ParquetWriter {
 
   std::string path_;
   std::vector<Field> fields_;  // nodes_ point into these
-  WriterOptions options_;
+  ParquetWriterOptions options_;
   std::vector<Node> nodes_;  // one per top-level field
   std::vector<Leaf> leaves_;
   FileMetaData meta_;
@@ -1085,7 +1085,7 @@ void CopyValidity(const format::Column& c, Array* a) {
 
 }  // namespace
 
-Status WriterOptions::Validate() const {
+Status ParquetWriterOptions::Validate() const {
   switch (codec) {
     case CompressionCodec::kUncompressed:
     case CompressionCodec::kSnappy:
@@ -1132,7 +1132,7 @@ Status WriterOptions::Validate() const {
 
 Result<std::unique_ptr<ParquetWriter>> ParquetWriter::Open(const std::string& path,
                                                            std::vector<Field> fields,
-                                                           const WriterOptions& options) {
+                                                           const ParquetWriterOptions& options) {
   auto w = std::make_unique<WriterImpl>(path, std::move(fields), options);
   FW_RETURN_IF_ERROR_CTX(w->Init(), "opening Parquet writer for ", path);
   return std::unique_ptr<ParquetWriter>(std::move(w));
@@ -1192,4 +1192,4 @@ Result<std::vector<Array>> ArraysFromTable(const format::RecordBatch& batch) {
   return out;
 }
 
-}  // namespace flywheel::parquet
+}  // namespace flywheel::interop::parquet

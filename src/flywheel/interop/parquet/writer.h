@@ -37,9 +37,9 @@
 #include "flywheel/interop/parquet/metadata.h"
 #include "flywheel/interop/parquet/reader.h"
 
-namespace flywheel::parquet {
+namespace flywheel::interop::parquet {
 
-struct WriterOptions {
+struct ParquetWriterOptions {
   // kLz4 (Hadoop framing) and kLzo are refused.
   CompressionCodec codec = CompressionCodec::kZstd;
   // Codec level; < 0: the codec's default. GZIP 0..9, BROTLI 0..11, ZSTD
@@ -80,7 +80,7 @@ class ParquetWriter {
   // struct, a decimal that does not fit its width, a non-nullable null
   // field, time32 not in milliseconds, ...), naming the field.
   static Result<std::unique_ptr<ParquetWriter>> Open(const std::string& path, std::vector<Field> fields,
-                                                     const WriterOptions& options = {});
+                                                     const ParquetWriterOptions& options = {});
   // Destroying a writer without Close leaves the file without its footer:
   // not a valid Parquet file (callers delete it).
   virtual ~ParquetWriter() = default;
@@ -107,4 +107,4 @@ class ParquetWriter {
 Result<std::vector<Field>> FieldsFromTable(const format::Schema& schema);
 Result<std::vector<Array>> ArraysFromTable(const format::RecordBatch& batch);
 
-}  // namespace flywheel::parquet
+}  // namespace flywheel::interop::parquet

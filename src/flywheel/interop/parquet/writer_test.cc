@@ -24,7 +24,7 @@
 #include "flywheel/interop/parquet/encoding.h"
 #include "flywheel/io/temp_dir.h"
 
-namespace flywheel::parquet {
+namespace flywheel::interop::parquet {
 namespace {
 
 using nlohmann::json;
@@ -494,7 +494,7 @@ class Gen {
 // Files.
 
 Status WriteFile(const std::string& path, const std::vector<Field>& fields,
-                 const std::vector<std::vector<Array>>& groups, const WriterOptions& options) {
+                 const std::vector<std::vector<Array>>& groups, const ParquetWriterOptions& options) {
   FW_ASSIGN_OR_RETURN(auto w, ParquetWriter::Open(path, fields, options));
   for (const auto& g : groups) FW_RETURN_IF_ERROR(w->WriteRowGroup(g));
   return w->Close();
@@ -510,7 +510,7 @@ std::string ReadBytes(const std::string& path) {
 // Writes `groups`, reads the file back with our reader and checks it gives
 // the same fields and rows.
 void ExpectRoundTrip(const std::string& path, const std::vector<Field>& fields,
-                     const std::vector<std::vector<Array>>& groups, const WriterOptions& options) {
+                     const std::vector<std::vector<Array>>& groups, const ParquetWriterOptions& options) {
   SCOPED_TRACE(path);
   Status s = WriteFile(path, fields, groups, options);
   ASSERT_TRUE(s.ok()) << s;
@@ -592,17 +592,17 @@ TEST(ParquetWriterTest, EveryKindRoundTripsThroughOurReaderWithEveryCodec) {
       MakeColumns(gen, fields, 700), MakeColumns(gen, fields, 0), MakeColumns(gen, fields, 1),
       MakeColumns(gen, fields, 450)};
   for (CompressionCodec codec : kCodecs) {
-    WriterOptions o;
+    ParquetWriterOptions o;
     o.codec = codec;
     o.page_bytes = 300;        // many pages per chunk
     o.dictionary_bytes = 200;  // dictionaries overflow part way
     ExpectRoundTrip(tmp.Sub(std::string(CodecName(codec)) + ".parquet"), fields, groups, o);
   }
-  WriterOptions plain;  // big pages, no dictionary, no statistics
+  ParquetWriterOptions plain;  // big pages, no dictionary, no statistics
   plain.dictionary_bytes = 0;
   plain.statistics = false;
   ExpectRoundTrip(tmp.Sub("plain.parquet"), fields, groups, plain);
-  ExpectRoundTrip(tmp.Sub("defaults.parquet"), fields, groups, WriterOptions{});
+  ExpectRoundTrip(tmp.Sub("defaults.parquet"), fields, groups, ParquetWriterOptions{});
 }
 
 TEST(ParquetWriterTest, MostlyNullAndAllNullColumnsRoundTrip) {
@@ -635,7 +635,7 @@ TEST(ParquetWriterTest, MostlyNullAndAllNullColumnsRoundTrip) {
   e.values.assign(static_cast<size_t>(e.length) * 4, 0);
   l.children.push_back(e);
   cols.push_back(l);
-  ExpectRoundTrip(tmp.Sub("nulls.parquet"), fields, {cols}, WriterOptions{});
+  ExpectRoundTrip(tmp.Sub("nulls.parquet"), fields, {cols}, ParquetWriterOptions{});
 }
 
 // Re-writing every reference file (from DuckDB and arrow-rs) gives back what
@@ -657,7 +657,7 @@ TEST(ParquetWriterTest, ReferenceFilesRewriteExactly) {
       ASSERT_TRUE(cols.ok()) << cols.status();
       groups.push_back(std::move(*cols));
     }
-    WriterOptions o;
+    ParquetWriterOptions o;
     o.page_bytes = 4096;
     ExpectRoundTrip(tmp.Sub(name + ".parquet"), fields, groups, o);
     // And the original rows, as DuckDB read them from the original file.
@@ -717,7 +717,7 @@ TEST(ParquetWriterTest, PagesStartAtRowsAndDictionaryFallsBackToPlain) {
     s.values.insert(s.values.end(), v.begin(), v.end());
     s.offsets.push_back(static_cast<int64_t>(s.values.size()));
   }
-  WriterOptions o;
+  ParquetWriterOptions o;
   o.codec = CompressionCodec::kUncompressed;
   o.page_bytes = 512;
   o.dictionary_bytes = 1000;
@@ -782,7 +782,7 @@ TEST(ParquetWriterTest, SchemaCarriesLogicalAndConvertedTypes) {
   io::TempDir tmp("fw_parquet_writer");
   const auto fields = RichSchema();
   const std::string path = tmp.Sub("schema.parquet");
-  ASSERT_TRUE(WriteFile(path, fields, {}, WriterOptions{}).ok());
+  ASSERT_TRUE(WriteFile(path, fields, {}, ParquetWriterOptions{}).ok());
   auto r = ParquetReader::Open(path);
   ASSERT_TRUE(r.ok()) << r.status();
   const FileMetaData& m = (*r)->metadata();
@@ -908,7 +908,7 @@ TEST(ParquetWriterTest, StatisticsFollowEachTypesOrder) {
       FixedArray<double>(VT(ValueKind::kFloat64), {1.0, nan, -1.0, 2.0}),
   };
   const std::string path = tmp.Sub("stats.parquet");
-  ASSERT_TRUE(WriteFile(path, fields, {cols}, WriterOptions{}).ok());
+  ASSERT_TRUE(WriteFile(path, fields, {cols}, ParquetWriterOptions{}).ok());
   auto r = ParquetReader::Open(path);
   ASSERT_TRUE(r.ok()) << r.status();
   const FileMetaData& m = (*r)->metadata();
@@ -975,7 +975,7 @@ TEST(ParquetWriterTest, StatisticsFollowEachTypesOrder) {
   EXPECT_FALSE(s.min.has_value());
   EXPECT_EQ(s.null_count, 0);
 
-  WriterOptions off;
+  ParquetWriterOptions off;
   off.statistics = false;
   const std::string path2 = tmp.Sub("nostats.parquet");
   ASSERT_TRUE(WriteFile(path2, fields, {cols}, off).ok());
@@ -992,7 +992,7 @@ TEST(ParquetWriterTest, SixteenByteDecimalOfSmallPrecisionReadsBackEightBytesWid
   const std::string path = tmp.Sub("dec.parquet");
   ASSERT_TRUE(WriteFile(path, fields,
                         {{FixedArray<__int128>(DecimalVT(16, 10, 3), {-1234567, 5, 9999999999})}},
-                        WriterOptions{})
+                        ParquetWriterOptions{})
                   .ok());
   auto r = ParquetReader::Open(path);
   ASSERT_TRUE(r.ok()) << r.status();
@@ -1009,7 +1009,7 @@ TEST(ParquetWriterTest, FooterCarriesRowGroupsAndKeyValueMetadata) {
   io::TempDir tmp("fw_parquet_writer");
   const std::vector<Field> fields = {F("x", VT(ValueKind::kInt64), false),
                                      F("y", VT(ValueKind::kString))};
-  WriterOptions o;
+  ParquetWriterOptions o;
   o.key_value_metadata = {{"origin", "test"}, {"shape", "[4]"}};
   o.created_by = "flywheel test";
   const std::string path = tmp.Sub("footer.parquet");
@@ -1103,7 +1103,7 @@ json ReadWithDuckDB(const std::string& file, bool metadata = false, const std::s
 // Returns DuckDB's output.
 json ExpectDuckDBReads(const std::string& path, const std::vector<Field>& fields,
                        const std::vector<std::vector<Array>>& groups,
-                       const WriterOptions& options) {
+                       const ParquetWriterOptions& options) {
   Status s = WriteFile(path, fields, groups, options);
   EXPECT_TRUE(s.ok()) << s;
   const json out = ReadWithDuckDB(path, true);
@@ -1163,15 +1163,15 @@ TEST(ParquetWriterTest, DuckDBReadsFlatColumns) {
   Gen gen(3);
   const std::vector<std::vector<Array>> groups = {MakeColumns(gen, fields, 900),
                                                   MakeColumns(gen, fields, 333)};
-  WriterOptions zstd;  // dictionaries that overflow, many pages
+  ParquetWriterOptions zstd;  // dictionaries that overflow, many pages
   zstd.page_bytes = 2048;
   zstd.dictionary_bytes = 512;
   const json a = ExpectDuckDBReads(tmp.Sub("flat_zstd.parquet"), fields, groups, zstd);
-  WriterOptions snappy;  // PLAIN only, one page per chunk
+  ParquetWriterOptions snappy;  // PLAIN only, one page per chunk
   snappy.codec = CompressionCodec::kSnappy;
   snappy.dictionary_bytes = 0;
   const json b = ExpectDuckDBReads(tmp.Sub("flat_snappy.parquet"), fields, groups, snappy);
-  WriterOptions dict;  // everything fits a dictionary
+  ParquetWriterOptions dict;  // everything fits a dictionary
   dict.codec = CompressionCodec::kUncompressed;
   ExpectDuckDBReads(tmp.Sub("flat_dict.parquet"), fields, groups, dict);
   if (!a.is_object() || !b.is_object()) return;
@@ -1248,7 +1248,7 @@ TEST(ParquetWriterTest, DuckDBFiltersKeepNaNRows) {
                            {0x3c00, 0x7e00, 0xbc00, 0x4000}),  // 1, NaN, -1, 2
   };
   const std::string path = tmp.Sub("nan.parquet");
-  ASSERT_TRUE(WriteFile(path, fields, {cols}, WriterOptions{}).ok());
+  ASSERT_TRUE(WriteFile(path, fields, {cols}, ParquetWriterOptions{}).ok());
   for (const char* where : {"x > 5", "h > 5"}) {
     const json out = ReadWithDuckDB(path, false, where);
     ASSERT_TRUE(out.is_object()) << where;
@@ -1280,7 +1280,7 @@ TEST(ParquetWriterTest, DuckDBReadsNestedColumns) {
   for (auto& g : groups) {  // a running id, to read rows in order
     for (int64_t i = 0; i < g[0].length; ++i) std::memcpy(g[0].values.data() + i * 8, &i, 8);
   }
-  WriterOptions o;
+  ParquetWriterOptions o;
   o.page_bytes = 1024;
   o.dictionary_bytes = 700;
   const json out = ExpectDuckDBReads(tmp.Sub("nested_zstd.parquet"), fields, groups, o);
@@ -1346,7 +1346,7 @@ TEST(ParquetWriterTest, TableBatchWithTensorAndListColumnsReadsInDuckDB) {
   auto sliced = ArraysFromTable(slice);
   ASSERT_TRUE(sliced.ok()) << sliced.status();
   const std::string path = tmp.Sub("table.parquet");
-  ExpectRoundTrip(path, *fields, {*arrays, *sliced}, WriterOptions{});
+  ExpectRoundTrip(path, *fields, {*arrays, *sliced}, ParquetWriterOptions{});
 
   const std::vector<json> want = {
       json::parse(
@@ -1385,33 +1385,33 @@ TEST(ParquetWriterTest, OpenRefusesExistingFilesAndBadOptions) {
   io::TempDir tmp("fw_parquet_writer");
   const std::vector<Field> fields = {F("x", VT(ValueKind::kInt32))};
   const std::string path = tmp.Sub("x.parquet");
-  ASSERT_TRUE(WriteFile(path, fields, {}, WriterOptions{}).ok());
+  ASSERT_TRUE(WriteFile(path, fields, {}, ParquetWriterOptions{}).ok());
   auto again = ParquetWriter::Open(path, fields);
   EXPECT_TRUE(absl::IsAlreadyExists(again.status())) << again.status();
   EXPECT_NE(Message(again.status()).find(path), std::string::npos);
 
-  auto bad = [&](WriterOptions o, const std::string& what) {
+  auto bad = [&](ParquetWriterOptions o, const std::string& what) {
     auto w = ParquetWriter::Open(tmp.Sub("bad.parquet"), fields, o);
     EXPECT_TRUE(absl::IsInvalidArgument(w.status())) << what << ": " << w.status();
     EXPECT_NE(Message(w.status()).find(what), std::string::npos) << w.status();
     EXPECT_FALSE(std::filesystem::exists(tmp.Sub("bad.parquet")));
   };
-  WriterOptions o;
+  ParquetWriterOptions o;
   o.codec = CompressionCodec::kLz4;
   bad(o, "LZ4");
   o.codec = CompressionCodec::kLzo;
   bad(o, "LZO");
-  o = WriterOptions{};
+  o = ParquetWriterOptions{};
   o.page_bytes = 0;
   bad(o, "page_bytes");
-  o = WriterOptions{};
+  o = ParquetWriterOptions{};
   o.dictionary_bytes = -1;
   bad(o, "dictionary_bytes");
-  o = WriterOptions{};
+  o = ParquetWriterOptions{};
   o.codec = CompressionCodec::kGzip;
   o.level = 12;
   bad(o, "GZIP level 12");
-  EXPECT_TRUE(WriterOptions{}.Validate().ok());
+  EXPECT_TRUE(ParquetWriterOptions{}.Validate().ok());
 }
 
 TEST(ParquetWriterTest, OpenRefusesFieldsItCannotWrite) {
@@ -1513,4 +1513,4 @@ TEST(ParquetWriterTest, AnUnclosedWriterLeavesNoValidFile) {
 }
 
 }  // namespace
-}  // namespace flywheel::parquet
+}  // namespace flywheel::interop::parquet

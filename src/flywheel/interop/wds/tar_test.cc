@@ -128,7 +128,7 @@ Result<std::vector<Got>> ReadAll(std::string_view bytes) { return ReadAll(NewMem
 
 Result<std::vector<Got>> ReadFileAll(const std::string& path) {
   FW_ASSIGN_OR_RETURN(auto file,
-                      io::PosixFileSystem()->OpenRead(path, io::OpenOptions{.mmap = false}));
+                      io::PosixFileSystem()->OpenRead(path, io::FileOpenOptions{.mmap = false}));
   FW_ASSIGN_OR_RETURN(auto stream, OpenTarStream(std::move(file)));
   return ReadAll(std::move(stream));
 }

@@ -477,7 +477,7 @@ Result<std::unique_ptr<WdsReader>> OpenWebDataset(const std::string& path,
                                                   const WdsReadOptions& options) {
   FW_RETURN_IF_ERROR(internal_wds::ValidateOptions(options));
   FW_ASSIGN_OR_RETURN(auto file,
-                      io::PosixFileSystem()->OpenRead(path, io::OpenOptions{.mmap = false}));
+                      io::PosixFileSystem()->OpenRead(path, io::FileOpenOptions{.mmap = false}));
   return internal_wds::OpenWebDatasetFile(std::move(file), options);
 }
 

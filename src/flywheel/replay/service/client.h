@@ -58,7 +58,7 @@ struct ClientOptions {
 };
 
 struct RemoteWriterOptions {
-  WriterOptions writer;  // chunking, as TrajectoryWriter
+  ReplayWriterOptions writer;  // chunking, as TrajectoryWriter
   // Items sent but not yet acknowledged before CreateItem waits (>= 1). Default 64.
   int64_t max_in_flight_items = 64;
   // When the insert stream breaks (the server went away or restarted), keep
@@ -83,7 +83,7 @@ struct RemoteCheckpoint {
 // Server-side state of one table.
 struct RemoteTableInfo {
   TableInfo info;
-  std::string explain;  // Table::Explain() on the server
+  std::string explain;  // ReplayTable::Explain() on the server
 };
 
 // Reconnects: if the stream breaks (UNAVAILABLE or CANCELLED: the server
@@ -196,7 +196,7 @@ class RemoteSampler {
  public:
   ~RemoteSampler();
 
-  // Samples `n` items from `table` (as Table::SampleBatch): waits up to
+  // Samples `n` items from `table` (as ReplayTable::SampleBatch): waits up to
   // `timeout` (for each item unless `flexible`); with `flexible`, returns
   // what is available once the first item is.
   Result<std::vector<SampledItem>> Sample(const std::string& table, int64_t n,

@@ -137,11 +137,11 @@ Result<std::optional<Signature>> SignatureFromToml(const toml::Value& table) {
   return std::optional<Signature>(std::move(s));
 }
 
-Result<std::shared_ptr<Table>> TableFromToml(const toml::Value& t, uint64_t seed) {
+Result<std::shared_ptr<ReplayTable>> TableFromToml(const toml::Value& t, uint64_t seed) {
   if (!t.is_table()) return t.Error("[[table]] entries must be tables");
   FW_RETURN_IF_ERROR(toml::CheckKeys(t, {"name", "preset", "sampler", "remover", "max_size", "max_times_sampled",
                                          "rate_limiter", "signature", "watchdog_s"}));
-  TableOptions o;
+  ReplayTableOptions o;
   FW_ASSIGN_OR_RETURN(o.name, toml::GetString(t, "name"));
   if (o.name.empty()) return t.Find("name")->Error("name must not be empty");
   FW_ASSIGN_OR_RETURN(o.max_size, toml::GetInt(t, "max_size", o.max_size));
@@ -173,9 +173,9 @@ Result<std::shared_ptr<Table>> TableFromToml(const toml::Value& t, uint64_t seed
   FW_ASSIGN_OR_RETURN(double watchdog, toml::GetDouble(t, "watchdog_s", 10.0));
   if (!(watchdog >= 0) || watchdog > 1e9) return t.Find("watchdog_s")->Error("watchdog_s must be in [0, 1e9]");
   o.watchdog = absl::Seconds(watchdog);
-  auto table = Table::Create(std::move(o));
+  auto table = ReplayTable::Create(std::move(o));
   if (!table.ok()) return t.Error(absl::StrCat("table: ", table.status().message()));
-  return std::shared_ptr<Table>(*std::move(table));
+  return std::shared_ptr<ReplayTable>(*std::move(table));
 }
 
 }  // namespace

@@ -46,7 +46,7 @@ const absl::Status& StatusOf(const Result<T>& r) { return r.status(); }
 
 // What differs between a configured table and the restored one that replaces
 // it ("" when nothing does).
-std::string ConfigDifferences(const Table& configured, const Table& restored) {
+std::string ConfigDifferences(const ReplayTable& configured, const ReplayTable& restored) {
   const TableInfo a = configured.Info();
   const TableInfo b = restored.Info();
   std::vector<std::string> diffs;
@@ -61,7 +61,7 @@ std::string ConfigDifferences(const Table& configured, const Table& restored) {
   add("min_size_to_sample", a.limiter_options.min_size_to_sample, b.limiter_options.min_size_to_sample);
   add("min_diff", a.limiter_options.min_diff, b.limiter_options.min_diff);
   add("max_diff", a.limiter_options.max_diff, b.limiter_options.max_diff);
-  auto sig = [](const Table& t) -> std::string {
+  auto sig = [](const ReplayTable& t) -> std::string {
     if (!t.signature()) return "none";
     auto j = SignatureToJson(*t.signature());
     return j.ok() ? *j : std::string(j.status().message());
@@ -180,7 +180,7 @@ class Server::Impl final : public proto::ReplayService::Service {
       if (r.ok()) {
         restored_id_ = r->id;
         for (auto& t : r->tables) {
-          std::shared_ptr<Table> table(std::move(t));
+          std::shared_ptr<ReplayTable> table(std::move(t));
           auto it = std::find_if(served_.begin(), served_.end(),
                                  [&](const auto& c) { return c->name() == table->name(); });
           if (it == served_.end()) {
@@ -302,7 +302,7 @@ class Server::Impl final : public proto::ReplayService::Service {
     return s;
   }
 
-  const std::vector<std::shared_ptr<Table>>& served() const { return served_; }
+  const std::vector<std::shared_ptr<ReplayTable>>& served() const { return served_; }
   int64_t restored_id() const { return restored_id_; }
 
   Result<CheckpointResult> WriteCheckpoint() {
@@ -310,7 +310,7 @@ class Server::Impl final : public proto::ReplayService::Service {
       return absl::FailedPreconditionError("this replay server has no checkpoint directory (checkpoint_dir)");
     }
     absl::MutexLock l(&checkpoint_mu_);
-    std::vector<Table*> tables;
+    std::vector<ReplayTable*> tables;
     for (const auto& t : served_) tables.push_back(t.get());
     CheckpointOptions co;
     co.keep_last = options_.checkpoint_keep_last;
@@ -485,7 +485,7 @@ class Server::Impl final : public proto::ReplayService::Service {
         if (!fail(absl::NotFoundError(absl::StrCat("sample: no table '", req.table(), "'")))) break;
         continue;
       }
-      Table* table = t->second.get();
+      ReplayTable* table = t->second.get();
       const int64_t n = req.num_samples();
       if (n < 1) {
         if (!fail(absl::InvalidArgumentError(absl::StrCat("sample: num_samples ", n, " must be >= 1")))) break;
@@ -493,7 +493,7 @@ class Server::Impl final : public proto::ReplayService::Service {
       }
       const absl::Duration timeout = TimeoutFromMs(req.timeout_ms());
       // Flexible: what may proceed once the first item can. Otherwise all or
-      // nothing (Table::SampleBatch): a batch that times out took no items,
+      // nothing (ReplayTable::SampleBatch): a batch that times out took no items,
       // however many slices it waited through.
       auto batch = WaitInSlices<Result<std::vector<SampledItem>>>(
           ctx, timeout, [&](absl::Duration slice) { return table->SampleBatch(n, req.flexible(), slice); });
@@ -601,7 +601,7 @@ class Server::Impl final : public proto::ReplayService::Service {
       FW_RETURN_IF_ERROR_CTX(col.Validate(), "insert item ", pi.key(), " column '", pc.name(), "'");
       item.columns.push_back(std::move(col));
     }
-    Table* table = t->second.get();
+    ReplayTable* table = t->second.get();
     FW_RETURN_IF_ERROR(WaitInSlices<Status>(
         ctx, timeout, [&](absl::Duration slice) { return table->Insert(item, slice); }, before_wait));
     // Logged before it is acknowledged (the caller acks on OK).
@@ -613,12 +613,12 @@ class Server::Impl final : public proto::ReplayService::Service {
   }
 
   ServerOptions options_;
-  std::vector<std::shared_ptr<Table>> served_;  // in Info() order
+  std::vector<std::shared_ptr<ReplayTable>> served_;  // in Info() order
   int64_t restored_id_ = -1;
   std::unique_ptr<InsertLog> insert_log_;
   std::atomic<int64_t> items_replayed_{0};
   int64_t log_torn_bytes_ = 0;
-  absl::flat_hash_map<std::string, std::shared_ptr<Table>> tables_;
+  absl::flat_hash_map<std::string, std::shared_ptr<ReplayTable>> tables_;
   absl::Mutex checkpoint_mu_;  // one checkpoint at a time
   std::atomic<int64_t> checkpoints_{0}, checkpoint_failures_{0};
   absl::Mutex stop_mu_;
@@ -646,7 +646,7 @@ int Server::port() const { return impl_->port(); }
 std::string Server::address() const { return impl_->address(); }
 ServerStats Server::stats() const { return impl_->stats(); }
 void Server::Stop() { impl_->Stop(); }
-std::vector<std::shared_ptr<Table>> Server::tables() const { return impl_->served(); }
+std::vector<std::shared_ptr<ReplayTable>> Server::tables() const { return impl_->served(); }
 int64_t Server::restored_checkpoint() const { return impl_->restored_id(); }
 Result<CheckpointResult> Server::Checkpoint() { return impl_->WriteCheckpoint(); }
 

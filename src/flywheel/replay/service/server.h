@@ -47,7 +47,7 @@ struct ServerOptions {
   std::string address = "127.0.0.1:0";
   // Tables served, looked up by name(); names must be unique. Shared with
   // the caller, who may keep using them in process.
-  std::vector<std::shared_ptr<Table>> tables;
+  std::vector<std::shared_ptr<ReplayTable>> tables;
   // Largest message accepted or sent, bytes (> 0). Default 64 MiB.
   int64_t max_message_bytes = int64_t{64} << 20;
 
@@ -114,7 +114,7 @@ class Server {
   std::string address() const;
   ServerStats stats() const;
   // The tables served (after any restore), in Info() order.
-  std::vector<std::shared_ptr<Table>> tables() const;
+  std::vector<std::shared_ptr<ReplayTable>> tables() const;
   // The checkpoint id Start restored, or -1.
   int64_t restored_checkpoint() const;
   // Writes a checkpoint of every table now (see the file comment).

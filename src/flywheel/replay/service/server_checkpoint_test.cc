@@ -19,7 +19,7 @@ using testing_util::AppendSteps;
 using testing_util::MakeTable;
 using testing_util::StartServer;
 
-ServerOptions CheckpointingServer(const std::string& dir, std::vector<std::shared_ptr<Table>> tables) {
+ServerOptions CheckpointingServer(const std::string& dir, std::vector<std::shared_ptr<ReplayTable>> tables) {
   ServerOptions o;
   o.tables = std::move(tables);
   o.checkpoint_dir = dir;
@@ -121,10 +121,10 @@ TEST(ServerCheckpointTest, RestoreKeepsCheckpointOptionsAndServesUnconfiguredTab
     InsertPairs(client, "b", 2);
     ASSERT_TRUE(client.Checkpoint().ok());
   }
-  TableOptions bigger;
+  ReplayTableOptions bigger;
   bigger.name = "a";
   bigger.max_size = 7;  // differs from the checkpoint's: the checkpoint wins (and a warning is logged)
-  auto a = std::shared_ptr<Table>(*Table::Create(std::move(bigger)));
+  auto a = std::shared_ptr<ReplayTable>(*ReplayTable::Create(std::move(bigger)));
   auto server = StartServer(CheckpointingServer(dir, {a, MakeTable("c")}));
   ASSERT_EQ(server->tables().size(), 3u);
   EXPECT_EQ(server->tables()[0]->name(), "a");

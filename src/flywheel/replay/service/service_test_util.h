@@ -14,17 +14,17 @@
 
 namespace flywheel::replay::testing_util {
 
-inline std::shared_ptr<Table> MakeTable(const std::string& name, RateLimiterOptions limiter = RateLimiterOptions::MinSize(1),
+inline std::shared_ptr<ReplayTable> MakeTable(const std::string& name, RateLimiterOptions limiter = RateLimiterOptions::MinSize(1),
                                  std::optional<Signature> signature = std::nullopt) {
-  TableOptions o;
+  ReplayTableOptions o;
   o.name = name;
   o.sampler = NewFifoSelector();
   o.rate_limiter = limiter;
   o.signature = std::move(signature);
   o.max_times_sampled = 1;  // each item sampled once: tests see FIFO order
-  auto t = Table::Create(std::move(o));
+  auto t = ReplayTable::Create(std::move(o));
   EXPECT_TRUE(t.ok()) << t.status();
-  return std::shared_ptr<Table>(std::move(*t));
+  return std::shared_ptr<ReplayTable>(std::move(*t));
 }
 
 inline std::unique_ptr<Server> StartServer(ServerOptions o) {
@@ -34,7 +34,7 @@ inline std::unique_ptr<Server> StartServer(ServerOptions o) {
   return std::move(*s);
 }
 
-inline std::unique_ptr<Server> StartServer(std::vector<std::shared_ptr<Table>> tables) {
+inline std::unique_ptr<Server> StartServer(std::vector<std::shared_ptr<ReplayTable>> tables) {
   ServerOptions o;
   o.tables = std::move(tables);
   return StartServer(std::move(o));

@@ -19,22 +19,22 @@ using testing_util::AppendSteps;
 using testing_util::MakeTable;
 using testing_util::StartServer;
 
-std::shared_ptr<Table> UniformTable(const std::string& name) {
-  TableOptions o;
+std::shared_ptr<ReplayTable> UniformTable(const std::string& name) {
+  ReplayTableOptions o;
   o.name = name;
   o.sampler = NewUniformSelector(7);
-  auto t = Table::Create(std::move(o));
+  auto t = ReplayTable::Create(std::move(o));
   EXPECT_TRUE(t.ok()) << t.status();
-  return std::shared_ptr<Table>(std::move(*t));
+  return std::shared_ptr<ReplayTable>(std::move(*t));
 }
 
 struct Cluster {
-  std::vector<std::shared_ptr<Table>> tables;  // one per server, all named "t"
+  std::vector<std::shared_ptr<ReplayTable>> tables;  // one per server, all named "t"
   std::vector<std::unique_ptr<Server>> servers;
   std::unique_ptr<ShardedClient> client;
 };
 
-Cluster MakeCluster(std::vector<std::shared_ptr<Table>> tables) {
+Cluster MakeCluster(std::vector<std::shared_ptr<ReplayTable>> tables) {
   Cluster c;
   std::vector<std::string> addresses;
   for (auto& t : tables) {
@@ -146,7 +146,7 @@ TEST(ShardedClientTest, AllEmptyTimesOutAndFlexibleFailsOnlyWhenEveryServerFails
 
 TEST(ShardedClientTest, BroadcastsMutateInfoResetAndCheckpoint) {
   io::TempDir tmp("fw_sharded");
-  std::vector<std::shared_ptr<Table>> tables = {MakeTable("t"), MakeTable("t")};
+  std::vector<std::shared_ptr<ReplayTable>> tables = {MakeTable("t"), MakeTable("t")};
   Cluster c;
   std::vector<std::string> addresses;
   for (int i = 0; i < 2; ++i) {

@@ -34,10 +34,10 @@ struct Fixture {
   std::shared_ptr<WeightStore> store = std::make_shared<WeightStore>();
   std::unique_ptr<replay::Server> server;
   Fixture() {
-    replay::TableOptions t;
+    replay::ReplayTableOptions t;
     t.name = "replay";
     replay::ServerOptions o;
-    o.tables.push_back(std::shared_ptr<replay::Table>(*replay::Table::Create(std::move(t))));
+    o.tables.push_back(std::shared_ptr<replay::ReplayTable>(*replay::ReplayTable::Create(std::move(t))));
     o.services.push_back(std::make_shared<WeightService>(store));
     auto s = replay::Server::Start(std::move(o));
     EXPECT_TRUE(s.ok()) << s.status();
