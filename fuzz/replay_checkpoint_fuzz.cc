@@ -42,11 +42,11 @@ Fixture& Get() {
       std::error_code ec;
       std::filesystem::remove_all(scratch, ec);
     });
-    TableOptions o;
+    ReplayTableOptions o;
     o.name = "t";
     o.sampler = NewPrioritizedSelector(0.5);
     o.signature = Signature{{{"x", *format::DataType::Parse("int32")}}};
-    auto t = Table::Create(std::move(o));
+    auto t = ReplayTable::Create(std::move(o));
     if (!t.ok()) std::abort();
     int32_t steps[4] = {1, 2, 3, 4};
     auto chunk = Chunk::Make(7, *format::DataType::Parse("int32"), 4, steps);

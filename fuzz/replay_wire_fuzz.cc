@@ -33,13 +33,13 @@ using namespace flywheel;
 using namespace flywheel::replay;
 
 struct Fixture {
-  std::vector<std::shared_ptr<Table>> tables;
+  std::vector<std::shared_ptr<ReplayTable>> tables;
   std::unique_ptr<Server> server;
   std::unique_ptr<proto::ReplayService::Stub> stub;
 };
 
-std::shared_ptr<Table> MakeTable(const std::string& name, bool prioritized, bool signature) {
-  TableOptions o;
+std::shared_ptr<ReplayTable> MakeTable(const std::string& name, bool prioritized, bool signature) {
+  ReplayTableOptions o;
   o.name = name;
   o.sampler = prioritized ? NewPrioritizedSelector(0.7) : NewFifoSelector();
   o.max_size = 64;  // bounded memory whatever the fuzzer inserts
@@ -49,9 +49,9 @@ std::shared_ptr<Table> MakeTable(const std::string& name, bool prioritized, bool
     o.signature = Signature{{{"obs", *format::DataType::Parse("float32[2]")},
                              {"action", *format::DataType::Parse("int32")}}};
   }
-  auto t = Table::Create(std::move(o));
+  auto t = ReplayTable::Create(std::move(o));
   if (!t.ok()) std::abort();
-  return std::shared_ptr<Table>(*std::move(t));
+  return std::shared_ptr<ReplayTable>(*std::move(t));
 }
 
 Fixture& Get() {

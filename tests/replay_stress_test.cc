@@ -34,14 +34,14 @@ constexpr int kWriters = 8;
 constexpr int kSamplers = 8;
 
 TEST(ReplayStressTest, QueueDeliversEveryItemExactlyOnceUnderLoad) {
-  TableOptions o;
+  ReplayTableOptions o;
   o.name = "queue";
   o.sampler = NewFifoSelector();
   o.remover = NewFifoSelector();
   o.max_size = 256;
   o.max_times_sampled = 1;
   o.rate_limiter = RateLimiterOptions::Queue(256);
-  auto table = *Table::Create(std::move(o));
+  auto table = *ReplayTable::Create(std::move(o));
   const absl::Time stop_at = absl::Now() + StressDuration();
   std::atomic<int> errors{0};
   std::atomic<bool> writers_done{false};
@@ -49,7 +49,7 @@ TEST(ReplayStressTest, QueueDeliversEveryItemExactlyOnceUnderLoad) {
   std::vector<std::thread> threads;
   for (int w = 0; w < kWriters; ++w) {
     threads.emplace_back([&, w] {
-      TrajectoryWriter writer({{"queue", table.get()}}, WriterOptions{.chunk_length = 4});
+      TrajectoryWriter writer({{"queue", table.get()}}, ReplayWriterOptions{.chunk_length = 4});
       for (int64_t i = 0; absl::Now() < stop_at; ++i) {
         const int64_t value = (static_cast<int64_t>(w) << 40) | i;
         if (!writer.Append({{"v", DataType::Scalar(TypeId::kInt64), &value}}).ok()) {
@@ -107,18 +107,18 @@ TEST(ReplayStressTest, QueueDeliversEveryItemExactlyOnceUnderLoad) {
 TEST(ReplayStressTest, UniformTableWithEvictionAndMutationsHasNoErrorsOrLeaks) {
   const int64_t chunks_before = Chunk::LiveCount();
   {
-    TableOptions o;
+    ReplayTableOptions o;
     o.name = "uniform";
     o.max_size = 1000;
     o.rate_limiter = RateLimiterOptions::MinSize(10);
-    auto table = *Table::Create(std::move(o));
+    auto table = *ReplayTable::Create(std::move(o));
     const absl::Time stop_at = absl::Now() + StressDuration();
     std::atomic<int> errors{0};
     std::atomic<int64_t> samples{0};
     std::vector<std::thread> threads;
     for (int w = 0; w < kWriters; ++w) {
       threads.emplace_back([&, w] {
-        TrajectoryWriter writer({{"uniform", table.get()}}, WriterOptions{.chunk_length = 8});
+        TrajectoryWriter writer({{"uniform", table.get()}}, ReplayWriterOptions{.chunk_length = 8});
         float obs[16];
         for (int64_t i = 0; absl::Now() < stop_at; ++i) {
           for (int k = 0; k < 16; ++k) obs[k] = static_cast<float>(w * 1000 + i + k);

@@ -6,7 +6,6 @@
 #include <unistd.h>
 
 #include <cstdio>
-#include <mutex>
 
 #include "absl/strings/str_cat.h"
 #include "flywheel/catalog/catalog.h"
@@ -18,11 +17,13 @@ namespace {
 
 using internal_catalog::NowMs;
 
-// Serialises anchor updates between the catalogs of one process.
-std::mutex& AnchorMutex() {
-  static std::mutex mu;
-  return mu;
-}
+// Serialises anchor updates between the catalogs of one process: the anchor
+// is a file, which no catalog member can guard.
+ABSL_CONST_INIT absl::Mutex g_anchor_mu(absl::kConstInit);
+
+// Moves the anchor file at `path` forward to event `seq` (never back).
+Status AdvanceAnchor(const std::string& path, int64_t seq, const std::string& hash)
+    ABSL_EXCLUSIVE_LOCKS_REQUIRED(g_anchor_mu);
 
 // Each field is length-prefixed so no two different events hash the same
 // bytes.
@@ -57,6 +58,28 @@ AuditEvent FromRow(const SqlRow& r) {
 }
 constexpr const char* kColumns = "seq, time_ms, principal, action, object, detail, prev_hash, hash";
 
+Status AdvanceAnchor(const std::string& path, int64_t seq, const std::string& hash) {
+  int64_t current = 0;
+  if (std::FILE* f = std::fopen(path.c_str(), "r")) {
+    long long at = 0;
+    if (std::fscanf(f, "%lld", &at) == 1) current = at;
+    std::fclose(f);
+  }
+  if (seq <= current) return absl::OkStatus();
+  const std::string tmp = absl::StrCat(path, ".tmp.", ::getpid());
+  std::FILE* f = std::fopen(tmp.c_str(), "w");
+  if (f == nullptr) return absl::UnavailableError(absl::StrCat("audit anchor ", path, ": cannot write"));
+  std::fprintf(f, "%lld %s\n", static_cast<long long>(seq), hash.c_str());
+  const bool ok = std::fflush(f) == 0 && ::fsync(::fileno(f)) == 0;
+  std::fclose(f);
+  if (!ok || std::rename(tmp.c_str(), path.c_str()) != 0) {
+    std::remove(tmp.c_str());
+    return absl::UnavailableError(absl::StrCat("audit anchor ", path, ": cannot update"));
+  }
+  return absl::OkStatus();
+}
+
+
 }  // namespace
 
 Status Catalog::Audit(const std::string& action, const std::string& object, const std::string& detail_json) {
@@ -82,27 +105,8 @@ Status Catalog::Audit(const std::string& action, const std::string& object, cons
     // After the commit, so the anchor never names an event that is not
     // stored. Concurrent appenders may leave it a few events behind; it
     // must never be ahead, so an older anchor never overwrites a newer one.
-    std::lock_guard<std::mutex> anchor_lock(AnchorMutex());
-    int64_t current = 0;
-    if (std::FILE* f = std::fopen(options_.audit_anchor.c_str(), "r")) {
-      long long seq = 0;
-      if (std::fscanf(f, "%lld", &seq) == 1) current = seq;
-      std::fclose(f);
-    }
-    if (appended.seq > current) {
-      const std::string tmp = absl::StrCat(options_.audit_anchor, ".tmp.", ::getpid());
-      if (std::FILE* f = std::fopen(tmp.c_str(), "w")) {
-        std::fprintf(f, "%lld %s\n", static_cast<long long>(appended.seq), appended.hash.c_str());
-        const bool ok = std::fflush(f) == 0 && ::fsync(::fileno(f)) == 0;
-        std::fclose(f);
-        if (!ok || std::rename(tmp.c_str(), options_.audit_anchor.c_str()) != 0) {
-          std::remove(tmp.c_str());
-          return absl::UnavailableError(absl::StrCat("audit anchor ", options_.audit_anchor, ": cannot update"));
-        }
-      } else {
-        return absl::UnavailableError(absl::StrCat("audit anchor ", options_.audit_anchor, ": cannot write"));
-      }
-    }
+    absl::MutexLock anchor_lock(&g_anchor_mu);
+    FW_RETURN_IF_ERROR(AdvanceAnchor(options_.audit_anchor, appended.seq, appended.hash));
   }
   return absl::OkStatus();
 }

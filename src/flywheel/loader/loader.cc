@@ -19,6 +19,9 @@
 #include "flywheel/base/metrics.h"
 #include "flywheel/base/rng.h"
 #include "flywheel/base/thread_pool.h"
+#include "flywheel/loader/internal/drop_rows.h"
+#include "flywheel/loader/internal/loader_metrics.h"
+#include "flywheel/loader/internal/slot_pool.h"
 #include "flywheel/loader/mixture.h"
 #include "flywheel/loader/page_source.h"
 #include "flywheel/loader/partition.h"
@@ -27,6 +30,10 @@ namespace flywheel::loader {
 
 using format::Column;
 using format::DataType;
+using internal_loader::DropRows;
+using internal_loader::LoaderMetrics;
+using internal_loader::Slot;
+using internal_loader::SlotPool;
 
 const BatchColumn* Batch::column(std::string_view name) const {
   for (const auto& c : columns) {
@@ -102,86 +109,6 @@ int64_t NanosSince(std::chrono::steady_clock::time_point t0) {
       .count();
 }
 
-// A growable 64-byte aligned buffer that keeps its capacity across batches.
-class AlignedBuffer {
- public:
-  AlignedBuffer() = default;
-  AlignedBuffer(const AlignedBuffer&) = delete;
-  AlignedBuffer& operator=(const AlignedBuffer&) = delete;
-  ~AlignedBuffer() { std::free(data_); }
-  // At least `n` bytes; contents are not kept when it grows.
-  uint8_t* Reserve(size_t n) {
-    if (n > capacity_) {
-      std::free(data_);
-      size_t cap = std::max<size_t>(n + n / 2, 64);
-      cap = (cap + 63) / 64 * 64;
-      data_ = static_cast<uint8_t*>(std::aligned_alloc(64, cap));
-      if (data_ == nullptr) std::abort();  // out of memory
-      capacity_ = cap;
-    }
-    return data_;
-  }
-  uint8_t* data() const { return data_; }
-  size_t capacity() const { return capacity_; }
-
- private:
-  uint8_t* data_ = nullptr;
-  size_t capacity_ = 0;
-};
-
-// The storage behind one Batch; reused through SlotPool.
-struct Slot {
-  Batch batch;
-  std::vector<AlignedBuffer> values;
-  std::vector<AlignedBuffer> offsets;
-  std::vector<AlignedBuffer> validity;
-  std::vector<AlignedBuffer> images;  // transformed image columns
-  // Image columns are not copied: each row's encoded bytes are read where
-  // they lie (image_src[c][row]) from pages held here until the transform.
-  std::vector<std::vector<const uint8_t*>> image_src;
-  std::vector<format::Column> held;
-  int64_t skipped = 0;                // rows OnError::kSkip left out of `batch`
-};
-
-// Free slots, shared with the deleters of batches handed out so those may
-// outlive the loader.
-class SlotPool : public std::enable_shared_from_this<SlotPool> {
- public:
-  explicit SlotPool(size_t num_columns) : num_columns_(num_columns) {}
-  std::shared_ptr<Slot> Acquire() {
-    std::unique_ptr<Slot> s;
-    {
-      absl::MutexLock lock(&mu_);
-      if (!free_.empty()) {
-        s = std::move(free_.back());
-        free_.pop_back();
-      }
-    }
-    if (!s) {
-      s = std::make_unique<Slot>();
-      s->values = std::vector<AlignedBuffer>(num_columns_);
-      s->offsets = std::vector<AlignedBuffer>(num_columns_);
-      s->validity = std::vector<AlignedBuffer>(num_columns_);
-      s->images = std::vector<AlignedBuffer>(num_columns_);
-      s->image_src = std::vector<std::vector<const uint8_t*>>(num_columns_);
-    }
-    std::weak_ptr<SlotPool> weak = weak_from_this();
-    return std::shared_ptr<Slot>(s.release(), [weak](Slot* p) {
-      if (auto pool = weak.lock()) {
-        absl::MutexLock lock(&pool->mu_);
-        pool->free_.emplace_back(p);
-      } else {
-        delete p;
-      }
-    });
-  }
-
- private:
-  const size_t num_columns_;
-  absl::Mutex mu_;
-  std::vector<std::unique_ptr<Slot>> free_ ABSL_GUARDED_BY(mu_);
-};
-
 // Where the consumer (or the issuer) stands: the next global batch starts at
 // `start` of `epoch`; `drawn` = mixture draws per table before it.
 struct Cursor {
@@ -225,72 +152,12 @@ uint64_t RowKey(uint64_t seed, int64_t epoch, int32_t table, int64_t index) {
                static_cast<uint64_t>(index));
 }
 
-// Leaves the rows with drop[i] != 0 out of `b`, in place.
-void DropRows(Batch& b, const std::vector<uint8_t>& drop) {
-  std::vector<int64_t> keep;
-  for (int64_t i = 0; i < b.num_rows; ++i) {
-    if (!drop[i]) keep.push_back(i);
-  }
-  const int64_t m = static_cast<int64_t>(keep.size());
-  // Every move below reads row keep[j] >= j and writes row j, in ascending
-  // j, so nothing is overwritten before it is read. The buffers are the
-  // slot's own (Batch hands them out const).
-  for (BatchColumn& bc : b.columns) {
-    auto* vals = const_cast<uint8_t*>(bc.values);
-    if (bc.offsets == nullptr) {
-      const size_t w = bc.type.fixed_width();
-      for (int64_t j = 0; j < m; ++j) {
-        if (keep[j] != j) std::memmove(vals + j * w, vals + keep[j] * w, w);
-      }
-      bc.values_size = static_cast<size_t>(m) * w;
-    } else {
-      auto* off = const_cast<int64_t*>(bc.offsets);
-      const size_t es = bc.type.id == format::TypeId::kList ? format::ScalarSize(bc.type.elem) : 1;
-      int64_t out = 0;
-      for (int64_t j = 0; j < m; ++j) {
-        const int64_t i = keep[j], begin = off[i], len = off[i + 1] - off[i];
-        if (len > 0 && begin != out) std::memmove(vals + out * es, vals + begin * es, len * es);
-        off[j] = out;
-        out += len;
-      }
-      off[m] = out;
-      bc.values_size = static_cast<size_t>(out) * es;
-    }
-    if (bc.validity != nullptr) {
-      auto* v = const_cast<uint8_t*>(bc.validity);
-      int64_t nulls = 0;
-      for (int64_t j = 0; j < m; ++j) {
-        const bool valid = (v[keep[j] >> 3] >> (keep[j] & 7)) & 1;
-        if (valid) {
-          v[j >> 3] |= static_cast<uint8_t>(1u << (j & 7));
-        } else {
-          v[j >> 3] &= static_cast<uint8_t>(~(1u << (j & 7)));
-          ++nulls;
-        }
-      }
-      bc.null_count = nulls;
-      if (nulls == 0) bc.validity = nullptr;
-    }
-  }
-  for (int64_t j = 0; j < m; ++j) {
-    b.indices[j] = b.indices[keep[j]];
-    b.tables[j] = b.tables[keep[j]];
-  }
-  b.indices.resize(m);
-  b.tables.resize(m);
-  b.num_rows = m;
-}
-
 class LoaderImpl final : public Loader {
  public:
   ~LoaderImpl() override {
     Cancel();
     pool_.reset();  // finishes (quickly: cancelled) and joins the workers
-    if (collector_ >= 0) {  // a loader that was made in full
-      Metrics().RemoveCollector(collector_);
-      PublishStageTimes();  // the last deltas stay in the process-wide series
-      metrics_.instances->Add(-1);
-    }
+    metrics_.reset();  // its collector reads stats(): gone before the members it reads
   }
 
   static Result<std::unique_ptr<Loader>> Make(
@@ -387,42 +254,9 @@ class LoaderImpl final : public Loader {
   // counts a wait in progress, so a stuck trainer shows before it ends).
   std::optional<std::chrono::steady_clock::time_point> consumer_waiting_since_ ABSL_GUARDED_BY(mu_);
 
-  // Process-wide series (base/metrics.h), labelled with the first table's uri.
-  struct Series {
-    Counter* batches;
-    Counter* rows;
-    Counter* bytes;
-    Counter* skipped;
-    // Cumulative seconds per stage (docs/observability.md), summed over the
-    // loaders of the table: refreshed from stats() by a registry collector.
-    FloatCounter* io;
-    FloatCounter* decode;
-    FloatCounter* transform;
-    FloatCounter* assemble;
-    FloatCounter* consumer_wait;
-    FloatCounter* idle;
-    Gauge* instances;  // loaders of the table alive now
-  };
-  Series metrics_{};
-  int collector_ = -1;
-  absl::Mutex published_mu_;
-  LoaderStats published_ ABSL_GUARDED_BY(published_mu_);  // stage times already added to the series
-
-  // Adds the stage times accumulated since the last call to the series.
-  void PublishStageTimes() {
-    const LoaderStats now = stats();
-    absl::MutexLock lock(&published_mu_);
-    auto add = [](FloatCounter* g, double to, double& from) {
-      if (to > from) g->Add(to - from);
-      from = std::max(from, to);
-    };
-    add(metrics_.io, now.io_seconds, published_.io_seconds);
-    add(metrics_.decode, now.decode_seconds, published_.decode_seconds);
-    add(metrics_.transform, now.transform_seconds, published_.transform_seconds);
-    add(metrics_.assemble, now.assemble_seconds, published_.assemble_seconds);
-    add(metrics_.consumer_wait, now.consumer_wait_seconds, published_.consumer_wait_seconds);
-    add(metrics_.idle, now.idle_seconds, published_.idle_seconds);
-  }
+  // Process-wide series (base/metrics.h), labelled with the first table's
+  // uri; null until Make has finished.
+  std::unique_ptr<LoaderMetrics> metrics_;
 
   std::unique_ptr<ThreadPool> pool_;  // last: destroyed (joined) first
 };
@@ -614,26 +448,7 @@ Result<std::unique_ptr<Loader>> LoaderImpl::Make(
       for (auto& f : l->sources_[t]) f.resize(l->out_.size());
     }
   }
-  const Labels labels{{"table", l->tables_[0]->uri()}};
-  auto stage = [&](const char* name) {
-    Labels with_stage = labels;
-    with_stage.emplace_back("stage", name);
-    return Metrics().GetFloatCounter("flywheel_loader_stage_seconds_total",
-                              "Seconds spent per loader stage: io, decode, transform, assemble (worker threads), "
-                              "consumer_wait (next() waiting for a batch: the trainer starving), idle (read-ahead "
-                              "full: the loader waiting for the trainer)",
-                              with_stage);
-  };
-  l->metrics_ = Series{
-      Metrics().GetCounter("flywheel_loader_batches_total", "Batches the loader handed out", labels),
-      Metrics().GetCounter("flywheel_loader_rows_total", "Rows the loader handed out", labels),
-      Metrics().GetCounter("flywheel_loader_bytes_total", "Bytes of column data the loader handed out", labels),
-      Metrics().GetCounter("flywheel_loader_skipped_rows_total", "Rows left out by on_error=skip", labels),
-      stage("io"), stage("decode"), stage("transform"), stage("assemble"), stage("consumer_wait"), stage("idle"),
-      Metrics().GetGauge("flywheel_loader_instances",
-                         "Loaders of the table alive in this process (the stage series sum over them)", labels)};
-  l->metrics_.instances->Add(1);
-  l->collector_ = Metrics().AddCollector([raw = l.get()] { raw->PublishStageTimes(); });
+  l->metrics_ = std::make_unique<LoaderMetrics>(l->tables_[0]->uri(), [raw = l.get()] { return raw->stats(); });
   l->pool_ = std::make_unique<ThreadPool>(options.num_threads);
   Cursor start;
   start.epoch = options.epoch;
@@ -1122,10 +937,7 @@ Result<std::shared_ptr<const Batch>> LoaderImpl::Next(absl::Duration timeout) {
   int64_t bytes = 0;
   for (const auto& c : t->slot->batch.columns) bytes += static_cast<int64_t>(c.values_size);
   stats_.bytes += bytes;
-  metrics_.batches->Increment();
-  metrics_.rows->Increment(t->slot->batch.num_rows);
-  metrics_.bytes->Increment(bytes);
-  if (t->slot->skipped) metrics_.skipped->Increment(t->slot->skipped);
+  metrics_->OnBatch(t->slot->batch.num_rows, bytes, t->slot->skipped);
   const Batch* b = &t->slot->batch;
   return std::shared_ptr<const Batch>(std::move(t->slot), b);
 }
