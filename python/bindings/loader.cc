@@ -38,22 +38,6 @@ using loader::LoaderStats;
 using loader::TableRef;
 
 // A format::Column over one batch column's buffers, owned by the batch.
-format::Column ColumnOf(const BatchColumn& bc, int64_t rows, const std::shared_ptr<const void>& owner) {
-  format::Column c;
-  c.type = bc.type;
-  c.length = rows;
-  c.null_count = bc.null_count;
-  c.values = format::Buffer{bc.values, bc.values_size, owner};
-  if (bc.offsets != nullptr) {
-    c.offsets = format::Buffer{reinterpret_cast<const uint8_t*>(bc.offsets),
-                               static_cast<size_t>(rows + 1) * sizeof(int64_t), owner};
-  }
-  if (bc.validity != nullptr) {
-    c.validity = format::Buffer{bc.validity, static_cast<size_t>((rows + 7) / 8), owner};
-  }
-  return c;
-}
-
 template <typename T>
 py::array CopyVector(const std::vector<T>& v) {
   py::array_t<T> a(static_cast<py::ssize_t>(v.size()));
@@ -72,7 +56,7 @@ py::object BatchToPython(std::shared_ptr<const Batch> batch, const format::Schem
     // Writable: a batch's buffers belong to it alone once handed out, so
     // the consumer may write into them (normalise in place) and
     // torch.from_numpy / DLPack take them without a copy.
-    format::Column c = ColumnOf(bc, batch->num_rows, owner);
+    format::Column c = bc.View(batch->num_rows, owner);
     columns[py::str(bc.name)] = ColumnToPython(c, /*writable=*/true);
     const int fi = schema.FieldIndex(bc.name);
     format::Field f = fi >= 0 ? schema.fields[static_cast<size_t>(fi)] : format::Field{bc.name, bc.type, true};

@@ -143,21 +143,6 @@ format::Column HashIntegers(const format::Column& column, const std::string& sal
   return out;
 }
 
-// A loader column as a format::Column view kept alive by `owner`.
-format::Column ViewOf(const loader::BatchColumn& bc, int64_t rows, const std::shared_ptr<const void>& owner) {
-  format::Column c;
-  c.type = bc.type;
-  c.length = rows;
-  c.null_count = bc.null_count;
-  c.values = Buffer{bc.values, bc.values_size, owner};
-  if (bc.offsets != nullptr) {
-    c.offsets = Buffer{reinterpret_cast<const uint8_t*>(bc.offsets), static_cast<size_t>(rows + 1) * sizeof(int64_t),
-                       owner};
-  }
-  if (bc.validity != nullptr) c.validity = Buffer{bc.validity, static_cast<size_t>((rows + 7) / 8), owner};
-  return c;
-}
-
 }  // namespace
 
 Result<std::shared_ptr<const ReadGuard>> ReadGuard::For(Catalog* catalog, const std::vector<std::string>& table_uris) {
@@ -295,7 +280,7 @@ Result<std::shared_ptr<const loader::Batch>> ReadGuard::Apply(std::shared_ptr<co
   for (auto& bc : out->columns) {
     const Column* rule = Find(bc.name);
     if (rule == nullptr) continue;
-    owned->masked.push_back(MaskColumn(ViewOf(bc, batch->num_rows, batch), *rule));
+    owned->masked.push_back(MaskColumn(bc.View(batch->num_rows, batch), *rule));
     const format::Column& m = owned->masked.back();
     bc.values = m.values.data;
     bc.values_size = m.values.size;

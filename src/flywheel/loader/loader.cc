@@ -35,6 +35,20 @@ using internal_loader::LoaderMetrics;
 using internal_loader::Slot;
 using internal_loader::SlotPool;
 
+format::Column BatchColumn::View(int64_t rows, const std::shared_ptr<const void>& owner) const {
+  format::Column c;
+  c.type = type;
+  c.length = rows;
+  c.null_count = null_count;
+  c.values = format::Buffer{values, values_size, owner};
+  if (offsets != nullptr) {
+    c.offsets = format::Buffer{reinterpret_cast<const uint8_t*>(offsets), static_cast<size_t>(rows + 1) * sizeof(int64_t),
+                               owner};
+  }
+  if (validity != nullptr) c.validity = format::Buffer{validity, static_cast<size_t>((rows + 7) / 8), owner};
+  return c;
+}
+
 const BatchColumn* Batch::column(std::string_view name) const {
   for (const auto& c : columns) {
     if (c.name == name) return &c;

@@ -25,6 +25,7 @@
 
 #include "absl/time/time.h"
 #include "flywheel/base/status.h"
+#include "flywheel/format/column.h"
 #include "flywheel/format/types.h"
 #include "flywheel/io/file_system.h"
 #include "flywheel/loader/batch_transform.h"
@@ -143,6 +144,10 @@ struct BatchColumn {
   // Bit i (LSB first) is 1 when row i is valid; null when no row is null.
   const uint8_t* validity = nullptr;
   int64_t null_count = 0;
+
+  // This column of a `rows`-row batch as a format::Column over the same
+  // memory, whose buffers keep `owner` (the batch) alive.
+  format::Column View(int64_t rows, const std::shared_ptr<const void>& owner) const;
 };
 
 struct Batch {
