@@ -46,14 +46,14 @@ using replay::ReplayTable;
 using replay::ReplayTableOptions;
 using replay::TrajectoryColumn;
 
-std::unique_ptr<Table> MakeTable(const std::string& name, std::unique_ptr<replay::ItemSelector> sampler,
+std::unique_ptr<ReplayTable> MakeTable(const std::string& name, std::unique_ptr<replay::ItemSelector> sampler,
                                  int64_t max_size) {
-  TableOptions o;
+  ReplayTableOptions o;
   o.name = name;
   o.sampler = std::move(sampler);
   o.max_size = max_size;
   o.rate_limiter = replay::RateLimiterOptions::MinSize(1);
-  return CheckResult(Table::Create(std::move(o)), "create table");
+  return CheckResult(ReplayTable::Create(std::move(o)), "create table");
 }
 
 Item SmallItem(uint64_t key, double priority) {
@@ -227,7 +227,7 @@ void RunLatency(const Flags& flags, Report& report) {
 
 // Inserts and samples on `table` until `stop`, recording each insert's time.
 struct Load {
-  explicit Load(Table* table, uint64_t first_key) {
+  explicit Load(ReplayTable* table, uint64_t first_key) {
     inserter = std::thread([this, table, first_key] {
       for (uint64_t k = first_key; !stop.load(); ++k) {
         const double a = Now();

@@ -403,21 +403,21 @@ Point RunRawDownload(EchoServer& echo, const std::vector<std::string>& payloads,
 
 // ------------------------------------------------------------ flywheel
 
-std::shared_ptr<Table> MakeTable(const std::string& name,
+std::shared_ptr<ReplayTable> MakeTable(const std::string& name,
                                  std::unique_ptr<replay::ItemSelector> sampler, int64_t max_size,
                                  int32_t max_times_sampled, replay::RateLimiterOptions limiter) {
-  TableOptions o;
+  ReplayTableOptions o;
   o.name = name;
   o.sampler = std::move(sampler);
   o.max_size = max_size;
   o.max_times_sampled = max_times_sampled;
   o.rate_limiter = limiter;
-  return std::shared_ptr<Table>(CheckResult(Table::Create(std::move(o)), "create table"));
+  return std::shared_ptr<ReplayTable>(CheckResult(ReplayTable::Create(std::move(o)), "create table"));
 }
 
 // With `log_dir`, the write-ahead log of inserts is on (its checkpoint_dir)
 // with sync policy `log_sync`.
-std::unique_ptr<replay::Server> StartServer(std::shared_ptr<Table> table, const std::string& log_dir = "",
+std::unique_ptr<replay::Server> StartServer(std::shared_ptr<ReplayTable> table, const std::string& log_dir = "",
                                             const std::string& log_sync = "none") {
   replay::ServerOptions o;
   o.tables = {std::move(table)};
