@@ -1,5 +1,13 @@
 // EnvPool's implementation; the contract and the hand-off scheme are in
-// env_pool.h, the semantics in docs/envs.md.
+// env_pool.h, the semantics in docs/envs.md. The parts live in internal/:
+//   buffer_arena.h  the buffers' memory and layout (one allocation)
+//   action_slots.h  per-env actions, Discrete ones narrowed
+//   env_slot.h      one env with its time limit and autoreset
+//   result_ring.h   positions, row counts and recycling of the ring buffers
+//   env_queue.h     async: the queue of env ids threads claim in chunks
+//   home_ranges.h   sync: the env ranges threads claim in chunks
+//   doorbell.h      waiting for the hand-offs
+// EnvPoolImpl below validates calls and ties the parts together.
 //
 // Positions. Every result row has a position p in an endless sequence; its
 // batch is p / B and it lives in buffer (p / B) % K, row p % B, with
@@ -14,23 +22,30 @@
 // again only after batch q + 2 was received: the previous batch stays
 // intact while the caller holds the current one. Recv of batch r clears the
 // row count of batch r - 2's buffer and then frees it for batch r - 2 + K
-// (free_for_, a release store) before the caller can send again; a thread
-// reads free_for_ (acquire) before writing a buffer's rows, which turns the
-// counting argument into happens-before and checks it.
+// (ResultRing::Recycle, a release store) before the caller can send again; a
+// thread waits for that (ResultRing::AwaitBuffer, acquire) before writing a
+// buffer's rows, which turns the counting argument into happens-before and
+// checks it.
 #include "flywheel/envs/env_pool.h"
 
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <cstring>
-#include <new>
 #include <string>
 #include <thread>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "flywheel/base/metrics.h"
+#include "flywheel/envs/internal/action_slots.h"
+#include "flywheel/envs/internal/buffer_arena.h"
+#include "flywheel/envs/internal/cache_line.h"
 #include "flywheel/envs/internal/doorbell.h"
+#include "flywheel/envs/internal/env_queue.h"
+#include "flywheel/envs/internal/env_slot.h"
+#include "flywheel/envs/internal/home_ranges.h"
+#include "flywheel/envs/internal/result_ring.h"
 #include "flywheel/envs/registry.h"
 
 namespace flywheel::envs {
@@ -80,42 +95,17 @@ Status EnvPoolOptions::Validate() const {
 
 namespace {
 
+using internal_envs::ActionSlots;
+using internal_envs::BufferArena;
 using internal_envs::Doorbell;
-
-constexpr size_t kAlign = 64;
-size_t AlignUp(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
-
-struct alignas(kAlign) PaddedCount {
-  std::atomic<int64_t> v{0};
-};
-
-// Per-env state. Touched by one thread at a time: the driver while the env
-// is idle, the thread that claimed it while it is in flight (hand-off
-// through Send's release store and the claim's acquire). One cache line each, so threads
-// stepping neighbouring envs do not share lines.
-struct alignas(kAlign) Slot {
-  std::unique_ptr<Env> env;
-  int64_t max_steps = 0;
-  int64_t elapsed = 0;
-  bool needs_reset = false;  // kNextStep: the last step ended the episode
-};
-
-// One allocation for every buffer, so one shared_ptr owns them all.
-class Arena {
- public:
-  explicit Arena(size_t bytes) : bytes_(std::max<size_t>(bytes, kAlign)) {
-    data_ = static_cast<std::byte*>(::operator new(bytes_, std::align_val_t(kAlign)));
-    std::memset(data_, 0, bytes_);
-  }
-  ~Arena() { ::operator delete(data_, std::align_val_t(kAlign)); }
-  Arena(const Arena&) = delete;
-  Arena& operator=(const Arena&) = delete;
-  std::byte* at(size_t offset) const { return data_ + offset; }
-
- private:
-  size_t bytes_;
-  std::byte* data_;
-};
+using internal_envs::EnvQueue;
+using internal_envs::EnvSlot;
+using internal_envs::HomeRanges;
+using internal_envs::kCacheLine;
+using internal_envs::PaddedCount;
+using internal_envs::ResultRing;
+using internal_envs::RowAt;
+using internal_envs::Unpublished;
 
 class EnvPoolImpl final : public EnvPool {
  public:
@@ -126,7 +116,7 @@ class EnvPoolImpl final : public EnvPool {
         options_(std::move(options)),
         n_(options_.num_envs),
         b_(options_.resolved_batch_size()),
-        k_((n_ + b_ - 1) / b_ + 2),
+        k_(ResultRing::NumBuffers(n_, b_)),
         sync_(b_ == n_),
         same_step_(options_.autoreset_mode == AutoresetMode::kSameStep),
         obs_space_(envs[0]->observation_space()),
@@ -134,71 +124,33 @@ class EnvPoolImpl final : public EnvPool {
         state_size_(envs[0]->state_size()),
         obs_bytes_(obs_space_.row_bytes()),
         act_bytes_(action_space_.row_bytes()),
-        slot_bytes_(SlotBytes(action_space_)),
         slots_(n_),
-        queue_(n_),
-        filled_(k_),
-        free_for_(k_),
-        ranges_(sync_ ? options_.num_threads : 0),
+        // K ring buffers of B rows, then the reset buffer of N rows, then
+        // the per-env action slots.
+        arena_(BufferArena::Shape{
+            .ring_buffers = k_,
+            .ring_rows = b_,
+            .last_rows = n_,
+            .obs_bytes = obs_bytes_,
+            .final_obs = same_step_,
+            .extra_bytes = static_cast<size_t>(n_) * ActionSlots::SlotBytes(action_space_)}),
+        actions_(action_space_, arena_.extra()),
+        results_(b_, k_),
+        queue_(n_, b_, options_.num_threads),
+        ranges_(n_, sync_ ? options_.num_threads : 0),
         unpublished_(sync_ ? options_.num_threads : 0),
         completed_(options_.num_threads + 1),
         in_flight_(n_, 0),
         seen_(n_, 0) {
     for (int i = 0; i < n_; ++i) {
       slots_[i].env = std::move(envs[i]);
+      slots_[i].obs_bytes = obs_bytes_;
       slots_[i].max_steps = limits[i];
       slots_[i].env->Seed(options_.seed + static_cast<uint64_t>(i));
     }
-    for (int i = 0; i < k_; ++i) free_for_[i].v.store(i, std::memory_order_relaxed);
-    if (sync_) {
-      for (int t = 0; t < options_.num_threads; ++t) {
-        Range& r = ranges_[t];
-        r.begin = static_cast<int64_t>(n_) * t / options_.num_threads;
-        r.end = static_cast<int64_t>(n_) * (t + 1) / options_.num_threads;
-        r.chunk = std::max<int64_t>(1, std::min<int64_t>((r.end - r.begin + 3) / 4, kMaxChunk));
-        r.next.store(r.end, std::memory_order_relaxed);
-      }
-    }
-    // Layout: K ring buffers of B rows, then the reset buffer of N rows,
-    // then the per-env action slots.
-    size_t offset = 0;
-    views_.resize(k_ + 1);
-    for (int i = 0; i <= k_; ++i) {
-      const int rows = i < k_ ? b_ : n_;
-      Layout l;
-      l.rows = rows;
-      l.obs = offset, offset += AlignUp(rows * obs_bytes_);
-      l.reward = offset, offset += AlignUp(rows * sizeof(double));
-      l.terminated = offset, offset += AlignUp(rows);
-      l.truncated = offset, offset += AlignUp(rows);
-      l.env_id = offset, offset += AlignUp(rows * sizeof(int32_t));
-      if (same_step_) {
-        l.final_obs = offset, offset += AlignUp(rows * obs_bytes_);
-        l.has_final = offset, offset += AlignUp(rows);
-      }
-      layouts_.push_back(l);
-    }
-    const size_t actions_offset = offset;
-    offset += AlignUp(static_cast<size_t>(n_) * slot_bytes_);
-    arena_ = std::make_shared<Arena>(offset);
-    for (int i = 0; i <= k_; ++i) {
-      const Layout& l = layouts_[i];
-      BufferView& v = views_[i];
-      v.rows = l.rows;
-      v.obs = arena_->at(l.obs);
-      v.reward = reinterpret_cast<double*>(arena_->at(l.reward));
-      v.terminated = reinterpret_cast<bool*>(arena_->at(l.terminated));
-      v.truncated = reinterpret_cast<bool*>(arena_->at(l.truncated));
-      v.env_id = reinterpret_cast<int32_t*>(arena_->at(l.env_id));
-      if (same_step_) {
-        v.final_obs = arena_->at(l.final_obs);
-        v.has_final_obs = reinterpret_cast<bool*>(arena_->at(l.has_final));
-      }
-    }
-    actions_ = arena_->at(actions_offset);
     if (sync_) {
       for (int i = 0; i < k_; ++i) {
-        for (int row = 0; row < b_; ++row) views_[i].env_id[row] = row;
+        for (int row = 0; row < b_; ++row) arena_.view(i).env_id[row] = row;
       }
     }
     const int workers = sync_ ? options_.num_threads - 1 : options_.num_threads;
@@ -217,8 +169,8 @@ class EnvPoolImpl final : public EnvPool {
   int64_t max_episode_steps(int i) const override { return slots_[i].max_steps; }
   int state_size() const override { return state_size_; }
   int num_buffers() const override { return k_; }
-  BufferView buffer(int i) const override { return views_[i]; }
-  std::shared_ptr<const void> memory() const override { return arena_; }
+  BufferView buffer(int i) const override { return arena_.view(i); }
+  std::shared_ptr<const void> memory() const override { return arena_.memory(); }
   int64_t pending() const override { return static_cast<int64_t>(sent_ - next_batch_ * b_); }
 
   Result<Batch> Reset(std::span<const uint64_t> seeds, std::span<const double> states) override {
@@ -236,25 +188,22 @@ class EnvPoolImpl final : public EnvPool {
     }
     FW_RETURN_IF_ERROR(Drain());
     // Nothing is in flight and no thread touches the counters now; the next
-    // Send publishes these stores with its release of tail_.
-    write_pos_.store(0, std::memory_order_relaxed);
+    // Send publishes these stores with its release (EnvQueue::Publish or
+    // HomeRanges::Open).
+    results_.Reset();
     for (auto& c : completed_) c.v.store(0, std::memory_order_relaxed);
-    for (int i = 0; i < k_; ++i) {
-      filled_[i].v.store(0, std::memory_order_relaxed);
-      free_for_[i].v.store(i, std::memory_order_release);
-    }
     sent_ = 0;
     next_batch_ = 0;
     std::fill(in_flight_.begin(), in_flight_.end(), 0);
     in_flight_count_ = 0;
-    const BufferView& v = views_[k_];
+    const BufferView& v = arena_.view(k_);
     for (int i = 0; i < n_; ++i) {
-      Slot& slot = slots_[i];
+      EnvSlot& slot = slots_[i];
       if (!seeds.empty())
         slot.env->Seed(seeds.size() == 1 ? seeds[0] + static_cast<uint64_t>(i) : seeds[i]);
       std::span<const double> state;
       if (!states.empty()) state = states.subspan(one_state ? 0 : i * s, s);
-      Status st = slot.env->Reset(state, ObsRow(v, i));
+      Status st = slot.env->Reset(state, RowAt(v.obs, i, obs_bytes_));
       if (!st.ok()) return Fail(i, "reset", st);
       slot.elapsed = 0;
       slot.needs_reset = false;
@@ -263,7 +212,7 @@ class EnvPoolImpl final : public EnvPool {
       v.truncated[i] = false;
       v.env_id[i] = i;
       if (same_step_) {
-        std::memset(FinalRow(v, i), 0, obs_bytes_);
+        std::memset(RowAt(v.final_obs, i, obs_bytes_), 0, obs_bytes_);
         v.has_final_obs[i] = false;
       }
     }
@@ -323,25 +272,21 @@ class EnvPoolImpl final : public EnvPool {
       // Every env, handed out by home ranges (TryRunSyncChunk): no queue.
       for (size_t k = 0; k < count; ++k) {
         const int32_t e = all ? static_cast<int32_t>(k) : env_ids[k];
-        StoreAction(e, rows + k * act_bytes_);
+        actions_.Store(e, rows + k * act_bytes_);
       }
       std::fill(in_flight_.begin(), in_flight_.end(), 1);
-      out_batch_ = next_batch_;
-      for (auto& r : ranges_) r.next.store(r.begin, std::memory_order_release);
+      ranges_.Open(next_batch_);
     } else {
-      size_t slot = static_cast<size_t>(tail_local_ % static_cast<uint64_t>(n_));
-      for (size_t k = 0; k < count; ++k) {
-        const int32_t e = env_ids.empty() ? static_cast<int32_t>(k) : env_ids[k];
-        StoreAction(e, rows + k * act_bytes_);
+      queue_.Push(count, [&](size_t k) {
+        const int32_t e = all ? static_cast<int32_t>(k) : env_ids[k];
+        actions_.Store(e, rows + k * act_bytes_);
         in_flight_[e] = 1;
-        queue_[slot].store(e, std::memory_order_relaxed);
-        if (++slot == static_cast<size_t>(n_)) slot = 0;
-      }
+        return e;
+      });
+      queue_.Publish();
     }
     in_flight_count_ += static_cast<int64_t>(count);
     sent_ += count;
-    tail_local_ += count;
-    tail_.store(tail_local_, std::memory_order_release);
     in_bell_.Ring();
     return absl::OkStatus();
   }
@@ -353,10 +298,9 @@ class EnvPoolImpl final : public EnvPool {
           absl::StrCat("recv: ", pending(), " steps are pending, fewer than batch_size = ", b_,
                        ", so this recv would never return; send() actions first"));
     }
-    const int buf = static_cast<int>(next_batch_ % k_);
+    const int buf = results_.BufferOf(next_batch_);
     auto ready = [this, buf] {
-      return filled_[buf].v.load(std::memory_order_acquire) >= b_ ||
-             failed_.load(std::memory_order_acquire);
+      return results_.Full(buf) || failed_.load(std::memory_order_acquire);
     };
     const absl::Time deadline =
         timeout == absl::InfiniteDuration() ? absl::InfiniteFuture() : absl::Now() + timeout;
@@ -372,12 +316,8 @@ class EnvPoolImpl final : public EnvPool {
                                                       pending(), " steps pending)"));
     }
     if (failed_.load(std::memory_order_acquire)) return StoredError("recv");
-    if (next_batch_ >= 2) {
-      const int old = static_cast<int>((next_batch_ - 2) % k_);
-      filled_[old].v.store(0, std::memory_order_relaxed);
-      free_for_[old].v.store(static_cast<int64_t>(next_batch_ - 2 + k_), std::memory_order_release);
-    }
-    const BufferView& v = views_[buf];
+    results_.Recycle(next_batch_);
+    const BufferView& v = arena_.view(buf);
     if (sync_) {
       std::fill(in_flight_.begin(), in_flight_.end(), 0);
     } else {
@@ -404,88 +344,6 @@ class EnvPoolImpl final : public EnvPool {
 
  private:
   Counter* const steps_metric_;
-
-  struct Layout {
-    int rows = 0;
-    size_t obs = 0, reward = 0, terminated = 0, truncated = 0, env_id = 0, final_obs = 0,
-           has_final = 0;
-  };
-
-  // Actions are kept per env in actions_: Box rows as given (float32);
-  // Discrete values in the narrowest integer type their range fits
-  // (slot_bytes_: 1, 2, 4 or 8), so a batch of CartPole actions moves 1 byte
-  // per env to the stepping threads, not 8. REQUIRES: in range (Send checks).
-  void StoreAction(int32_t e, const std::byte* row) {
-    std::byte* dst = actions_ + static_cast<size_t>(e) * slot_bytes_;
-    if (!action_space_.is_discrete()) {
-      std::memcpy(dst, row, act_bytes_);
-      return;
-    }
-    int64_t v = 0;
-    std::memcpy(&v, row, sizeof(v));
-    switch (slot_bytes_) {
-      case 1: {
-        const auto x = static_cast<int8_t>(v);
-        std::memcpy(dst, &x, 1);
-        break;
-      }
-      case 2: {
-        const auto x = static_cast<int16_t>(v);
-        std::memcpy(dst, &x, 2);
-        break;
-      }
-      case 4: {
-        const auto x = static_cast<int32_t>(v);
-        std::memcpy(dst, &x, 4);
-        break;
-      }
-      default:
-        std::memcpy(dst, &v, 8);
-    }
-  }
-  const void* LoadAction(int32_t e, int64_t* discrete) const {
-    const std::byte* src = actions_ + static_cast<size_t>(e) * slot_bytes_;
-    if (!action_space_.is_discrete()) return src;
-    switch (slot_bytes_) {
-      case 1: {
-        int8_t x = 0;
-        std::memcpy(&x, src, 1);
-        *discrete = x;
-        break;
-      }
-      case 2: {
-        int16_t x = 0;
-        std::memcpy(&x, src, 2);
-        *discrete = x;
-        break;
-      }
-      case 4: {
-        int32_t x = 0;
-        std::memcpy(&x, src, 4);
-        *discrete = x;
-        break;
-      }
-      default:
-        std::memcpy(discrete, src, 8);
-    }
-    return discrete;
-  }
-
-  static size_t SlotBytes(const Space& s) {
-    if (!s.is_discrete()) return s.row_bytes();
-    const int64_t lo = s.start, hi = s.start + s.n - 1;
-    if (lo >= INT8_MIN && hi <= INT8_MAX) return 1;
-    if (lo >= INT16_MIN && hi <= INT16_MAX) return 2;
-    if (lo >= INT32_MIN && hi <= INT32_MAX) return 4;
-    return 8;
-  }
-
-  void* ObsRow(const BufferView& v, int row) const {
-    return static_cast<std::byte*>(v.obs) + static_cast<size_t>(row) * obs_bytes_;
-  }
-  void* FinalRow(const BufferView& v, int row) const {
-    return static_cast<std::byte*>(v.final_obs) + static_cast<size_t>(row) * obs_bytes_;
-  }
 
   Status CheckUsable(const char* what, bool needs_reset) {
     if (closed_) return absl::FailedPreconditionError(absl::StrCat(what, ": the pool is closed"));
@@ -541,44 +399,24 @@ class EnvPoolImpl final : public EnvPool {
     return sync_ ? TryRunSyncChunk(thread) : TryRunQueueChunk(&completed_[thread].v);
   }
 
-  // Sync mode: thread t steps its home range of envs [tN/T, (t+1)N/T) in
-  // chunks, then helps with ranges that are far behind. Home ranges keep an env on
-  // the same core batch after batch (its state and rows stay in that core's
-  // cache; with a shared queue the first chunk went to whichever thread won
-  // the race, and the envs' cache lines moved with it); a claim is one
-  // fetch_add on a counter that only stealers share.
+  // Sync mode: claims a chunk of envs (internal/home_ranges.h) and steps
+  // them into their rows (row = env) of the batch in flight.
   bool TryRunSyncChunk(int thread) {
-    const int num = static_cast<int>(ranges_.size());
     Unpublished& mine = unpublished_[thread];
-    for (int i = 0, t = thread; i < num; ++i, t = t + 1 == num ? 0 : t + 1) {
-      Range& r = ranges_[t];
-      const int64_t next = r.next.load(std::memory_order_relaxed);
-      // Another thread's range only when its owner has not started (it is
-      // late: descheduled, or asleep) or is at least two chunks behind: a
-      // stolen env's state moves to this core and back, which costs more
-      // than a small imbalance.
-      if (next >= r.end || (i > 0 && next > r.begin && r.end - next < 2 * r.chunk)) continue;
-      // acq_rel: reads from Send's reset (release) or a later claim of this
-      // batch, so this thread sees the batch's actions and out_batch_.
-      const int64_t begin = r.next.fetch_add(r.chunk, std::memory_order_acq_rel);
-      if (begin >= r.end) continue;
-      const int64_t end = std::min(begin + r.chunk, r.end);
-      const uint64_t batch = out_batch_;
-      const int buf = static_cast<int>(batch % k_);
-      if (mine.rows == 0) AwaitBuffer(buf, batch);
-      const BufferView& v = views_[buf];
-      for (int64_t e = begin; e < end; ++e)
+    HomeRanges::Chunk c;
+    if (ranges_.Claim(thread, &c)) {
+      const int buf = results_.BeginRows(&mine, c.batch);
+      const BufferView& v = arena_.view(buf);
+      for (int64_t e = c.begin; e < c.end; ++e)
         StepOne(static_cast<int32_t>(e), v, static_cast<int>(e));
-      mine.buf = buf;
-      mine.rows += end - begin;
+      mine.Add(buf, c.end - c.begin);
       return true;
     }
     // Nothing left to claim: publish this thread's rows of the batch once
     // (one atomic add and one doorbell per thread and batch, not per chunk).
-    if (mine.rows > 0) {
-      filled_[mine.buf].v.fetch_add(mine.rows, std::memory_order_release);
-      Completed(thread, mine.rows);
-      mine.rows = 0;
+    const int64_t rows = results_.Flush(&mine);
+    if (rows > 0) {
+      Completed(thread, rows);
       out_bell_.Ring();
     }
     return false;
@@ -590,129 +428,39 @@ class EnvPoolImpl final : public EnvPool {
     n.store(n.load(std::memory_order_relaxed) + c, std::memory_order_release);
   }
 
-  // Async mode: claims and runs one chunk of the queue; false when nothing
-  // is queued. `completed`: the calling thread's counter.
-  //
-  // The chunk's env ids are read before the CAS that claims them: once a
-  // position is claimed, the driver may reuse its queue slot (the env of a
-  // later position can be received and sent again while this thread is
-  // descheduled), but while a position is unclaimed at most N - 1 positions
-  // follow it, so its slot still holds it. A successful CAS proves the
-  // positions were unclaimed throughout the reads.
+  // Async mode: claims one chunk of the queue (internal/env_queue.h) and
+  // steps it into the next positions of the ring (internal/result_ring.h);
+  // false when nothing is queued. `completed`: the calling thread's counter.
   bool TryRunQueueChunk(std::atomic<int64_t>* completed) {
-    int32_t ids[kMaxChunk];
-    uint64_t h = head_.load(std::memory_order_acquire);
-    for (;;) {
-      const uint64_t t = tail_.load(std::memory_order_acquire);
-      if (h >= t) return false;
-      // Guided scheduling: a share of what is queued, so threads that join
-      // late still find work and the last chunks are small.
-      uint64_t c = (t - h + share_ - 1) / share_;
-      c = std::min(std::clamp<uint64_t>(c, min_chunk_, max_chunk_), t - h);
-      size_t slot = static_cast<size_t>(h % static_cast<uint64_t>(n_));
-      for (uint64_t k = 0; k < c; ++k) {
-        ids[k] = queue_[slot].load(std::memory_order_relaxed);
-        if (++slot == static_cast<size_t>(n_)) slot = 0;
-      }
-      if (head_.compare_exchange_weak(h, h + c, std::memory_order_acq_rel,
-                                      std::memory_order_acquire)) {
-        RunChunk(ids, c, completed);
-        return true;
-      }
-    }
-  }
-
-  // Async mode: steps envs ids[0, c) into the positions [pos, pos + c),
-  // which fall in at most two buffers (c <= B).
-  void RunChunk(const int32_t* ids, uint64_t c, std::atomic<int64_t>* completed) {
-    const uint64_t pos = write_pos_.fetch_add(c, std::memory_order_relaxed);
-    uint64_t batch = pos / b_;
-    uint64_t row = pos % b_;
-    int buf = static_cast<int>(batch % k_);
-    AwaitBuffer(buf, batch);
-    int bufs[2] = {buf, -1};
-    int64_t counts[2] = {0, 0};
-    int j = 0;
-    for (uint64_t k = 0; k < c; ++k, ++row) {
-      if (row == static_cast<uint64_t>(b_)) {  // into the next batch
-        row = 0;
-        buf = static_cast<int>(++batch % k_);
-        AwaitBuffer(buf, batch);
-        bufs[j = 1] = buf;
-      }
-      StepOne(ids[k], views_[buf], static_cast<int>(row));
-      ++counts[j];
-    }
-    for (int i = 0; i < 2; ++i) {
-      if (bufs[i] >= 0) filled_[bufs[i]].v.fetch_add(counts[i], std::memory_order_release);
-    }
+    int32_t ids[EnvQueue::kMaxChunk];
+    const uint64_t c = queue_.TryClaim(ids);
+    if (c == 0) return false;
+    results_.WriteRows(c, [&](uint64_t k, int buf, int row) {
+      StepOne(ids[k], arena_.view(buf), row);
+    });
     // Only this thread writes its counter: no cache line changes hands.
     completed->store(completed->load(std::memory_order_relaxed) + static_cast<int64_t>(c),
                      std::memory_order_release);
     out_bell_.Ring();
+    return true;
   }
 
-  // Returns once buffer `buf` may take rows of `batch`: at once unless the
-  // counting argument in the file comment is wrong. The acquire makes the
-  // driver's reads of the buffer's previous batch happen before our writes.
-  void AwaitBuffer(int buf, uint64_t batch) {
-    for (unsigned i = 1;
-         free_for_[buf].v.load(std::memory_order_acquire) < static_cast<int64_t>(batch); ++i) {
-      internal_envs::CpuRelax();
-      if (i % 64 == 0) std::this_thread::yield();
-    }
-  }
-
+  // Steps env e (internal/env_slot.h) and writes its result to row `row`.
   void StepOne(int32_t e, const BufferView& v, int row) {
-    Slot& slot = slots_[e];
-    void* obs = ObsRow(v, row);
-    double reward = 0;
-    bool terminated = false, truncated = false, final = false;
-    Status st;
-    if (slot.needs_reset) {
-      st = slot.env->Reset({}, obs);
-      slot.elapsed = 0;
-      slot.needs_reset = false;
-    } else {
-      StepResult r;
-      int64_t discrete = 0;
-      const void* action = LoadAction(e, &discrete);
-      st = slot.env->Step(action, obs, &r);
-      ++slot.elapsed;
-      reward = r.reward;
-      terminated = r.terminated;
-      truncated = slot.max_steps > 0 && slot.elapsed >= slot.max_steps;
-      if (st.ok() && (terminated || truncated)) {
-        if (same_step_) {
-          std::memcpy(FinalRow(v, row), obs, obs_bytes_);
-          final = true;
-          st = slot.env->Reset({}, obs);
-          slot.elapsed = 0;
-        } else {
-          slot.needs_reset = true;
-        }
-      }
-    }
-    if (same_step_) {
-      if (!final) std::memset(FinalRow(v, row), 0, obs_bytes_);
-      v.has_final_obs[row] = final;
-    }
-    v.reward[row] = reward;
-    v.terminated[row] = terminated;
-    v.truncated[row] = truncated;
+    const Status st = slots_[e].Advance(actions_, e, v, row);
     if (!sync_) v.env_id[row] = e;  // sync: rows are env order, set once (constructor)
     if (!st.ok()) (void)Fail(e, "step", st);
   }
 
   void WorkerLoop(int thread) {
     if (sync_) {
-      // Waits for a new batch (Send bumps tail_), works until nothing is left
-      // to claim, and waits again. The wait reads tail_ only: polling the
-      // other threads' range counters while they claim from them would pull
-      // their cache lines away on every claim.
+      // Waits for a new batch (Send opens one), works until nothing is left
+      // to claim, and waits again. The wait reads the ranges' generation
+      // only: polling the other threads' range counters while they claim
+      // from them would pull their cache lines away on every claim.
       uint64_t seen = 0;
       for (;;) {
-        const uint64_t gen = tail_.load(std::memory_order_acquire);
+        const uint64_t gen = ranges_.generation();
         if (gen != seen) {
           while (TryRunSyncChunk(thread)) {
           }
@@ -720,18 +468,12 @@ class EnvPoolImpl final : public EnvPool {
           continue;
         }
         in_bell_.Wait(
-            [&] {
-              return stop_.load(std::memory_order_acquire) ||
-                     tail_.load(std::memory_order_acquire) != seen;
-            },
+            [&] { return stop_.load(std::memory_order_acquire) || ranges_.generation() != seen; },
             options_.spin, absl::InfiniteFuture());
         if (stop_.load(std::memory_order_acquire)) return;
       }
     }
-    auto has_work = [this] {
-      return stop_.load(std::memory_order_acquire) ||
-             tail_.load(std::memory_order_acquire) > head_.load(std::memory_order_acquire);
-    };
+    auto has_work = [this] { return stop_.load(std::memory_order_acquire) || queue_.HasWork(); };
     for (;;) {
       if (TryRunQueueChunk(&completed_[thread].v)) continue;
       in_bell_.Wait(has_work, options_.spin, absl::InfiniteFuture());
@@ -745,72 +487,34 @@ class EnvPoolImpl final : public EnvPool {
   const Space obs_space_, action_space_;
   const int state_size_;
   const size_t obs_bytes_, act_bytes_;
-  const size_t slot_bytes_;  // bytes per env in actions_ (StoreAction)
-  // Async chunk sizes (guided scheduling: a share of what is queued, between
-  // a floor and a ceiling): at most B / (2T), so batches fill in about the
-  // order envs finish, and at least B / (8T), so cheap envs do not pay a
-  // claim each. Sync mode uses home ranges instead (TryRunSyncChunk).
-  static constexpr uint64_t kMaxChunk = 256;
-  const uint64_t nthreads_ = static_cast<uint64_t>(options_.num_threads);
-  const uint64_t share_ = 2 * nthreads_;
-  const uint64_t max_chunk_ =
-      std::min<uint64_t>(kMaxChunk, std::max<uint64_t>(1, b_ / (2 * nthreads_)));
-  const uint64_t min_chunk_ =
-      std::min<uint64_t>(max_chunk_, std::max<uint64_t>(1, b_ / (8 * nthreads_)));
 
-  std::vector<Slot> slots_;
-  std::vector<Layout> layouts_;
-  std::vector<BufferView> views_;
-  std::shared_ptr<Arena> arena_;
-  std::byte* actions_ = nullptr;  // n_ slots of slot_bytes_
-  // The queue of env ids to step: positions [head_, tail_) are waiting;
-  // entry p is queue_[p % n_] (at most n_ envs are ever in flight, so at
-  // most n_ positions wait). Atomic because a claimer reads entries before
-  // it knows they are its own (see TryRunChunk).
-  std::vector<std::atomic<int32_t>> queue_;
-  std::vector<PaddedCount> filled_;  // rows written per buffer
-  // The batch each buffer may take rows of: batch i starts in buffer i; Recv
-  // of batch r frees batch r - 2's buffer for batch r - 2 + K.
-  std::vector<PaddedCount> free_for_;
+  std::vector<EnvSlot> slots_;
+  const BufferArena arena_;  // every buffer, then the action slots
+  ActionSlots actions_;      // in arena_.extra()
 
-  // Everything above is written only by the constructor. Below, each cache
-  // line holds data written by one side only, so a write on the hot path
-  // does not evict what the other threads read on every env or chunk.
-
-  // Written by Send (the driver), read by claimers.
-  alignas(kAlign) std::atomic<uint64_t> tail_{0};
-  uint64_t out_batch_ = 0;  // sync: the batch in flight (published by tail_)
-  // Written by claimers.
-  alignas(kAlign) std::atomic<uint64_t> head_{0};
-  alignas(kAlign) std::atomic<uint64_t> write_pos_{0};  // async: next result position
-  // Sync mode: thread t's home range of envs [begin, end), handed out from
-  // `next` in chunks of `chunk` (Send resets next to begin).
-  struct alignas(kAlign) Range {
-    std::atomic<int64_t> next{0};
-    int64_t begin = 0, end = 0, chunk = 1;
-  };
-  std::vector<Range> ranges_;
-  // Sync mode: rows a thread has written and not yet counted in filled_
-  // (only that thread touches its entry).
-  struct alignas(kAlign) Unpublished {
-    int64_t rows = 0;
-    int buf = 0;
-  };
+  // Everything above is written only by the constructor (the slots and the
+  // arena's bytes are handed from thread to thread with the counters
+  // below). Below, each cache line holds data written by one side only, so
+  // a write on the hot path does not evict what the other threads read on
+  // every env or chunk (the parts lay out their own members so).
+  ResultRing results_;  // positions and row counts of arena_'s ring buffers
+  EnvQueue queue_;      // async: env ids sent and not yet picked up
+  HomeRanges ranges_;   // sync: the envs of the batch in flight
+  // Sync mode: rows each stepping thread has written and not yet counted.
   std::vector<Unpublished> unpublished_;
   // Steps written since Reset, per stepping thread (0: the driver, i + 1:
   // worker i), each on its own line; Drain sums them.
   std::vector<PaddedCount> completed_;
   // Written rarely (stop, the first failure); read while waiting.
-  alignas(kAlign) std::atomic<bool> stop_{false};
+  alignas(kCacheLine) std::atomic<bool> stop_{false};
   std::atomic<bool> error_claimed_{false};
   std::atomic<bool> failed_{false};
-  Status error_;                      // written once, by the thread that claimed it, before failed_
-  alignas(kAlign) Doorbell in_bell_;  // workers wait here for queued steps
-  alignas(kAlign) Doorbell out_bell_;  // the driver waits here for results
+  Status error_;  // written once, by the thread that claimed it, before failed_
+  alignas(kCacheLine) Doorbell in_bell_;   // workers wait here for queued steps
+  alignas(kCacheLine) Doorbell out_bell_;  // the driver waits here for results
 
   // Driver-only state (one calling thread at a time).
-  alignas(kAlign) uint64_t tail_local_ = 0;
-  uint64_t sent_ = 0;
+  alignas(kCacheLine) uint64_t sent_ = 0;
   uint64_t next_batch_ = 0;
   std::vector<uint8_t> in_flight_;
   int64_t in_flight_count_ = 0;  // sum of in_flight_
