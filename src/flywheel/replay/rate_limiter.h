@@ -23,6 +23,7 @@
 #include <limits>
 #include <string>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "flywheel/base/status.h"
@@ -101,8 +102,12 @@ class RateLimiter {
   // releasing `mu`, so no other caller takes the same slot; the wait itself
   // changes no counter.
   // REQUIRES: mu held; it is released while waiting and held on return.
-  Status AwaitCanInsert(absl::Mutex* mu, absl::Duration timeout, const bool* cancelled = nullptr);
-  Status AwaitCanSample(absl::Mutex* mu, absl::Duration timeout, const bool* cancelled = nullptr);
+  // The owner's lock is passed in (as Reverb's rate limiter does), so the
+  // thread-safety analysis checks every caller holds it.
+  Status AwaitCanInsert(absl::Mutex* mu, absl::Duration timeout, const bool* cancelled = nullptr)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+  Status AwaitCanSample(absl::Mutex* mu, absl::Duration timeout, const bool* cancelled = nullptr)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
 
   // Record completed operations and wake waiters whose condition changed.
   void Insert();
@@ -131,7 +136,8 @@ class RateLimiter {
   std::string Explain() const;
 
  private:
-  Status Await(bool insert, absl::Mutex* mu, absl::Duration timeout, const bool* cancelled);
+  Status Await(bool insert, absl::Mutex* mu, absl::Duration timeout, const bool* cancelled)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
 
   RateLimiterOptions options_;
   RateLimiterState state_;
