@@ -131,21 +131,31 @@ pytest:
 TEST_BUDGET_MIN ?= 25
 TEST_TIMES = $(CURDIR)/$(BUILD)-test-phases.tsv
 PHASE = bash tests/make_test_phase.sh $(TEST_TIMES)
+# Test phases that passed with exactly the same inputs (every source file,
+# compilers, Python environment, packages, settings: tests/make_test_key.sh)
+# are not rerun but reported as cached, as Bazel caches test results; a fresh
+# clone (CI) has no cache. TEST_CACHE=0 reruns every phase.
+TEST_CACHE ?= 1
+TEST_CACHE_FILE = $(CURDIR)/$(BUILD)-test-cache.tsv
+TEST_KEY_FILE = $(CURDIR)/$(BUILD)-test-key
+CACHED_PHASE = TEST_CACHE=$(TEST_CACHE) PHASE_CACHE=$(TEST_CACHE_FILE) PHASE_KEY=$$(cat $(TEST_KEY_FILE)) $(PHASE)
 
 # Every phase timed; at the end a table of phases, the ten slowest ctest and
 # pytest tests, and the budget check (tests/make_test_report.py).
 test:
 	@: > $(TEST_TIMES)
 	@$(PHASE) deps $(MAKE) --no-print-directory deps
+	@bash tests/make_test_key.sh $(PYTHON) SAN=$(SAN) JOBS=$(JOBS) "PYTEST_ARGS=$(PYTEST_ARGS)" "CTEST_ARGS=$(CTEST_ARGS)" \
+	  TEST_FUZZ_SECONDS=$(TEST_FUZZ_SECONDS) STRESS_SECONDS=$(STRESS_SECONDS) BUILD=$(BUILD) > $(TEST_KEY_FILE)
 	@$(PHASE) "configure + build" $(MAKE) --no-print-directory build
 	@$(PHASE) model $(MAKE) --no-print-directory model
 	@$(PHASE) "peers (llama.cpp, once per machine)" $(MAKE) --no-print-directory peers || \
 	  echo "make test: make peers failed (above); the comparisons with llama.cpp will skip, saying so"
-	@$(PHASE) ctest $(MAKE) --no-print-directory ctest
+	@$(CACHED_PHASE) ctest $(MAKE) --no-print-directory ctest
 ifeq ($(SAN),)
-	@$(PHASE) "pytest (incl. browser, pip install)" $(MAKE) --no-print-directory pytest
-	@$(PHASE) "asan build + stress" $(MAKE) --no-print-directory asan-stress
-	@$(PHASE) "fuzz build + run" $(MAKE) --no-print-directory fuzz FUZZ_SECONDS=$(TEST_FUZZ_SECONDS)
+	@$(CACHED_PHASE) "pytest (incl. browser, pip install)" $(MAKE) --no-print-directory pytest
+	@$(CACHED_PHASE) "asan build + stress" $(MAKE) --no-print-directory asan-stress
+	@$(CACHED_PHASE) "fuzz build + run" $(MAKE) --no-print-directory fuzz FUZZ_SECONDS=$(TEST_FUZZ_SECONDS)
 endif
 	@$(PYTHON) tests/make_test_report.py $(TEST_TIMES) $(BUILD)/ctest-junit.xml $(BUILD)/pytest-junit.xml $(TEST_BUDGET_MIN)
 

@@ -41,6 +41,10 @@ def main():
     for name, secs, status in phases:
         print(f"  {name:<{width}}  {secs:8.1f} s  {status}")
     print(f"  {'total':<{width}}  {total:8.1f} s  ({total / 60:.1f} min; budget {budget:g} min)")
+    cached = [name for name, _, status in phases if status.startswith("cached")]
+    if cached:
+        print(f"  ({len(cached)} phase(s) cached: they passed before with exactly these inputs; "
+              "TEST_CACHE=0 reruns them; the slowest tests below are from that run)")
     for label, path in (("ctest", ctest_xml), ("pytest", pytest_xml)):
         got = slowest(path)
         if not got:
