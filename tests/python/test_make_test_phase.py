@@ -10,7 +10,9 @@ PHASE = os.path.join(ROOT, "tests", "make_test_phase.sh")
 
 
 def run_phase(tmp_path, key, command, cache=True, test_cache="1"):
-    env = {**os.environ, "TEST_CACHE": test_cache}
+    # Not the outer `make test`'s own key and cache (this runs inside its pytest phase).
+    env = {k: v for k, v in os.environ.items() if k not in ("PHASE_KEY", "PHASE_CACHE")}
+    env["TEST_CACHE"] = test_cache
     if cache:
         env["PHASE_KEY"] = key
         env["PHASE_CACHE"] = str(tmp_path / "cache.tsv")
