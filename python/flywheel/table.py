@@ -276,10 +276,17 @@ class Table:
         if _catalog.default_catalog() is None:
             return None
         _catalog._authorize(self.path, "READ", "read")
+        guard = self._guard()
+        if guard is not None:
+            guard.check_read(_names(columns))
+        return guard
+
+    def _guard(self):
+        """The catalog's column rules for this reader (a ``_core.ReadGuard``, or
+        None), looked up once per handle and shared by reads, exports and
+        predicates."""
         if self._policy is False:
             self._policy = _catalog._policy_for([self.path])
-        if self._policy is not None:
-            self._policy.check_read(_names(columns))
         return self._policy
 
     def to_dict(self, columns: Optional[Sequence[str]] = None) -> Dict[str, Any]:
@@ -300,7 +307,7 @@ class Table:
         if _catalog.default_catalog() is None:
             return
         _catalog._authorize(self.path, "READ", "export")
-        guard = _catalog._policy_for([self.path])
+        guard = self._guard()
         if guard is not None:
             guard.check_export(_names(columns) or list(self.schema), self.path)
 
@@ -505,7 +512,7 @@ class Table:
         reading that column is; otherwise which rows match would leak."""
         if where is None or _catalog.default_catalog() is None:
             return
-        guard = _catalog._policy_for([self.path])
+        guard = self._guard()
         if guard is not None:
             guard.check_predicate(_core.predicate_column(where), self.path, action)
 
