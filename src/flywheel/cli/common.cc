@@ -1,4 +1,5 @@
 #include "flywheel/cli/common.h"
+#include "flywheel/catalog/read_policy.h"
 
 #include <algorithm>
 #include <cerrno>

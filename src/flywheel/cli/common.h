@@ -2,12 +2,16 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "flywheel/base/status.h"
-#include "flywheel/catalog/read_policy.h"
 #include "flywheel/catalog/recorder.h"
+
+namespace flywheel::catalog {
+class ReadGuard;
+}  // namespace flywheel::catalog
 
 namespace flywheel::cli {
 

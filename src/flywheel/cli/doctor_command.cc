@@ -15,6 +15,7 @@
 #include "absl/strings/str_join.h"
 #include "flywheel/cli/commands.h"
 #include "flywheel/cli/common.h"
+#include "flywheel/catalog/read_policy.h"
 #include "flywheel/loader/loader.h"
 #include "flywheel/obs/dashboard.h"
 #include "flywheel/obs/doctor.h"

@@ -18,6 +18,7 @@
 
 #include "flywheel/cli/commands.h"
 #include "flywheel/cli/common.h"
+#include "flywheel/catalog/read_policy.h"
 #include "flywheel/interop/export.h"
 #include "flywheel/interop/ingest.h"
 #include "flywheel/interop/parquet/compression.h"

@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "flywheel/cli/commands.h"
 #include "flywheel/cli/common.h"
+#include "flywheel/catalog/read_policy.h"
 #include "flywheel/cli/json_rows.h"
 #include "flywheel/table/table.h"
 
