@@ -440,3 +440,16 @@ def test_pack_tokens_keeps_every_token_once(tmp_path):
 def epoch_rows_of(path):
     return [int(i) for b in flywheel.Loader(path, batch_size=32, seed=2, return_indices=True, columns=["tokens"])
             for i in b["__index__"]]
+
+
+def test_table_files_are_the_versions_data_files_from_its_manifest(tmp_path):
+    # The loader's raw-read baseline reads the table's data files as the
+    # manifest lists them (no directory walk): two appends, two shard files.
+    from flywheel.loader import _table_files
+    t = flywheel.Table.create(str(tmp_path / "t"), {"x": "int64"})
+    t.append({"x": np.arange(10)})
+    t.append({"x": np.arange(5)})
+    (tmp_path / "t" / "data" / "stray.shard").write_bytes(b"not listed")
+    files = _table_files([str(tmp_path / "t")])
+    assert len(files) == 2 and all(os.path.isfile(f) and f.endswith(".shard") for f in files), files
+    assert str(tmp_path / "t" / "data" / "stray.shard") not in files
