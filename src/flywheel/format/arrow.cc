@@ -4,12 +4,14 @@
 #include <cerrno>
 #include <charconv>
 #include <cstring>
+#include <limits>
 #include <memory>
 #include <string_view>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "flywheel/format/limits.h"
 
 namespace flywheel::format {
 namespace {
@@ -300,12 +302,42 @@ Status ExportField(const Field& field, ArrowSchema* out, const std::string& tag)
   auto p = std::make_unique<SchemaPrivate>();
   p->name = field.name;
   std::string temporal = tag.empty() || !t.shape.empty() ? std::string() : FormatOfTag(tag, t.id);
+  // Nested types: their child fields, exported the same way.
+  auto add_child = [&](const Field& f) -> Status {
+    auto child = std::make_unique<ArrowSchema>();
+    FW_RETURN_IF_ERROR(ExportField(f, child.get()));
+    p->children.push_back(std::move(child));
+    return absl::OkStatus();
+  };
+  Status st;
   if (!temporal.empty()) {
     p->format = std::move(temporal);
   } else if (t.id == TypeId::kString) {
     p->format = "U";
   } else if (t.id == TypeId::kBinary) {
     p->format = "Z";
+  } else if (t.id == TypeId::kStruct) {
+    p->format = "+s";
+    for (const Field& f : t.children) {
+      if (st.ok()) st = add_child(f);
+    }
+  } else if (t.id == TypeId::kMap) {
+    // map<K, V> is a list of non-null "entries" structs {key, value}.
+    p->format = "+m";
+    auto entries = std::make_unique<SchemaPrivate>();
+    entries->format = "+s";
+    entries->name = "entries";
+    for (const Field& f : t.children) {
+      auto child = std::make_unique<ArrowSchema>();
+      if (st.ok()) st = ExportField(f, child.get());
+      if (st.ok()) entries->children.push_back(std::move(child));
+    }
+    auto e = std::make_unique<ArrowSchema>();
+    FillSchema(std::move(entries), 0, e.get());
+    p->children.push_back(std::move(e));
+  } else if (t.id == TypeId::kList && t.is_nested()) {
+    p->format = "+L";
+    st = add_child(t.children[0]);
   } else if (t.id == TypeId::kList) {
     const char* elem = ScalarFormat(t.elem);
     if (elem == nullptr) return absl::InvalidArgumentError(absl::StrCat("column '", field.name, "': bad list type"));
@@ -324,6 +356,10 @@ Status ExportField(const Field& field, ArrowSchema* out, const std::string& tag)
   } else {
     return absl::InvalidArgumentError(
         absl::StrCat("column '", field.name, "': type ", t.ToString(), " has no Arrow form"));
+  }
+  if (!st.ok()) {
+    for (auto& c : p->children) Release<ArrowSchema, SchemaPrivate>(c.get());
+    return st;
   }
   FillSchema(std::move(p), field.nullable ? ARROW_FLAG_NULLABLE : 0, out);
   return absl::OkStatus();
@@ -355,6 +391,43 @@ Status ExportColumn(const Column& c, ArrowArray* out) {
   const DataType& t = c.type;
   if (t.id == TypeId::kString || t.id == TypeId::kBinary) {
     p->buffers = {validity, Keep(*p, c.offsets), Keep(*p, c.values)};
+  } else if (t.is_nested()) {
+    Status st;
+    auto add_child = [&](const Column& ch, std::vector<std::unique_ptr<ArrowArray>>* into) {
+      auto a = std::make_unique<ArrowArray>();
+      if (st.ok()) st = ExportColumn(ch, a.get());
+      if (st.ok()) into->push_back(std::move(a));
+    };
+    if (t.id == TypeId::kStruct) {
+      p->buffers = {validity};
+      for (const Column& ch : c.children) add_child(ch, &p->children);
+    } else if (t.id == TypeId::kList) {
+      p->buffers = {validity, Keep(*p, c.offsets)};
+      add_child(c.children[0], &p->children);
+    } else {
+      // Arrow maps have int32 offsets (the one copy here).
+      const int64_t* o = c.offsets_data();
+      if (c.length > 0 && o[c.length] > std::numeric_limits<int32_t>::max()) {
+        return absl::InvalidArgumentError(absl::StrCat("map column holds ", o[c.length],
+                                                       " entries; Arrow maps hold at most 2^31 - 1"));
+      }
+      int32_t* o32;
+      Buffer offs = Buffer::Allocate(static_cast<size_t>(c.length + 1) * 4, reinterpret_cast<uint8_t**>(&o32));
+      for (int64_t i = 0; i <= c.length; ++i) o32[i] = static_cast<int32_t>(c.length > 0 ? o[i] : 0);
+      p->buffers = {validity, Keep(*p, offs)};
+      auto entries = std::make_unique<ArrayPrivate>();
+      entries->buffers = {nullptr};
+      add_child(c.children[0], &entries->children);
+      add_child(c.children[1], &entries->children);
+      auto e = std::make_unique<ArrowArray>();
+      const int64_t n = c.children[0].length;
+      FillArray(std::move(entries), n, 0, e.get());
+      p->children.push_back(std::move(e));
+    }
+    if (!st.ok()) {
+      for (auto& ch : p->children) Release<ArrowArray, ArrayPrivate>(ch.get());
+      return st;
+    }
   } else if (t.id == TypeId::kList) {
     p->buffers = {validity, Keep(*p, c.offsets)};
     p->children.push_back(ValuesChild(c.values, static_cast<int64_t>(c.values.size / ScalarSize(t.elem))));
@@ -581,11 +654,15 @@ Result<std::vector<int64_t>> TensorShape(const ArrowSchema& s, const std::string
 }
 
 // The flywheel type of an Arrow field.
-Result<DataType> TypeOf(const ArrowSchema& s, const std::string& column) {
+Result<DataType> TypeOf(const ArrowSchema& s, const std::string& column, int depth = 0) {
   if (s.format == nullptr) return absl::InvalidArgumentError(absl::StrCat("column '", column, "': no format"));
+  if (depth > kMaxNestingDepth) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("column '", column, "': nests deeper than ", kMaxNestingDepth, " levels"));
+  }
   if (s.dictionary != nullptr) {
     FW_ASSIGN_OR_RETURN(DataType v, TypeOf(*s.dictionary, column));
-    if (!v.shape.empty() || v.id == TypeId::kList) return Unsupported(column, s);
+    if (!v.shape.empty() || v.id == TypeId::kList || v.is_nested()) return Unsupported(column, s);
     const std::string_view idx = s.format;
     const TypeId it = ScalarOfFormat(idx);
     if (it == TypeId::kNone || it == TypeId::kBool || it == TypeId::kFloat16 || it == TypeId::kFloat32 ||
@@ -599,13 +676,39 @@ Result<DataType> TypeOf(const ArrowSchema& s, const std::string& column) {
   if (f == "u" || f == "U" || f == "vu") return DataType::String();
   if (f == "z" || f == "Z" || f == "vz") return DataType::Binary();
   if (f == "+l" || f == "+L") {
-    if (s.n_children != 1) return Unsupported(column, s);
+    if (s.n_children != 1 || s.children == nullptr || s.children[0] == nullptr) return Unsupported(column, s);
     const ArrowSchema& c = *s.children[0];
-    const TypeId e = c.format != nullptr && c.dictionary == nullptr ? ScalarOfFormat(c.format) : TypeId::kNone;
-    if (e == TypeId::kNone || e == TypeId::kBool) {
-      return Unsupported(column, s, "lists hold numbers until nested types arrive");
+    const bool item_nullable = (c.flags & ARROW_FLAG_NULLABLE) != 0;
+    FW_ASSIGN_OR_RETURN(DataType item, TypeOf(c, absl::StrCat(column, "[item]"), depth + 1));
+    return DataType::ListOf(std::move(item), item_nullable);
+  }
+  if (f == "+s") {
+    std::vector<Field> fields;
+    for (int64_t i = 0; i < s.n_children; ++i) {
+      if (s.children == nullptr || s.children[i] == nullptr) return Unsupported(column, s);
+      const ArrowSchema& c = *s.children[i];
+      Field ch;
+      ch.name = FieldName(c);
+      ch.nullable = (c.flags & ARROW_FLAG_NULLABLE) != 0;
+      FW_ASSIGN_OR_RETURN(ch.type, TypeOf(c, absl::StrCat(column, ".", ch.name), depth + 1));
+      fields.push_back(std::move(ch));
     }
-    return DataType::List(e);
+    DataType t = DataType::Struct(std::move(fields));
+    FW_RETURN_IF_ERROR_CTX(t.Validate(), "column '", column, "'");
+    return t;
+  }
+  if (f == "+m") {
+    if (s.n_children != 1 || s.children == nullptr || s.children[0] == nullptr ||
+        s.children[0]->n_children != 2 || s.children[0]->children == nullptr) {
+      return Unsupported(column, s, "a map needs one entries child with a key and a value");
+    }
+    const ArrowSchema& k = *s.children[0]->children[0];
+    const ArrowSchema& v = *s.children[0]->children[1];
+    FW_ASSIGN_OR_RETURN(DataType key, TypeOf(k, absl::StrCat(column, "[key]"), depth + 1));
+    FW_ASSIGN_OR_RETURN(DataType value, TypeOf(v, absl::StrCat(column, "[value]"), depth + 1));
+    DataType t = DataType::Map(std::move(key), std::move(value), (v.flags & ARROW_FLAG_NULLABLE) != 0);
+    FW_RETURN_IF_ERROR_CTX(t.Validate(), "column '", column, "'");
+    return t;
   }
   if (f.starts_with("+w:")) {
     int64_t n;
@@ -623,9 +726,7 @@ Result<DataType> TypeOf(const ArrowSchema& s, const std::string& column) {
     return DataType::Tensor(inner.id, std::move(shape));
   }
   if (std::optional<Temporal> t = TemporalOf(f)) return DataType::Scalar(t->storage);
-  if (f == "+s" || f == "+m" || f == "+vl" || f == "+vL") {
-    return Unsupported(column, s, "nested types arrive with the nested-types work");
-  }
+  if (f == "+vl" || f == "+vL") return Unsupported(column, s, "list views are not supported; cast to large_list");
   return Unsupported(column, s);
 }
 
@@ -834,6 +935,59 @@ Result<Column> ImportColumn(const ArrowSchema& s, const ArrowArray& a, int64_t p
     }
     return c;
   }
+  if (type.id == TypeId::kStruct) {
+    if (a.n_children != static_cast<int64_t>(type.children.size()) || a.children == nullptr ||
+        s.n_children != a.n_children) {
+      return Bad(column, "struct with the wrong number of children");
+    }
+    for (size_t i = 0; i < type.children.size(); ++i) {
+      const Field& f = type.children[i];
+      const std::string path = absl::StrCat(column, ".", f.name);
+      if (a.children[i] == nullptr) return Bad(path, "missing child array");
+      if (a.children[i]->length < offset + rows) return Bad(path, "struct child is shorter than its parent");
+      FW_ASSIGN_OR_RETURN(Column ch, ImportColumn(*s.children[i], *a.children[i], offset, rows, f.type, owner, path));
+      c.children.push_back(std::move(ch));
+    }
+    return c;
+  }
+  if (type.is_nested()) {
+    // list<T> and map<K, V>: offsets into the child (a map's "entries"
+    // struct, whose key and value arrays are the two children).
+    const uint8_t* o = BufferAt(a, 1);
+    if (o == nullptr || a.n_children != 1 || a.children == nullptr || a.children[0] == nullptr) {
+      return Bad(column, "list or map without offsets or child");
+    }
+    c.offsets = Offsets(o, f == "+L", offset, rows, owner);
+    const int64_t* off = c.offsets.as<int64_t>();
+    for (int64_t i = 0; i < rows; ++i) {
+      if (off[i] > off[i + 1] || off[i] < 0) return Bad(column, absl::StrCat("offsets decrease at row ", i));
+    }
+    if (rows > 0 && off[0] < 0) return Bad(column, "negative offset");
+    const ArrowArray& child = *a.children[0];
+    const int64_t end = rows > 0 ? off[rows] : 0;
+    if (end > child.length) return Bad(column, "offsets run past the child array");
+    if (type.id == TypeId::kList) {
+      FW_ASSIGN_OR_RETURN(Column ch, ImportColumn(*s.children[0], child, 0, end, type.children[0].type, owner,
+                                                  absl::StrCat(column, "[item]")));
+      c.children.push_back(std::move(ch));
+      return c;
+    }
+    if (child.n_children != 2 || child.children == nullptr || child.children[0] == nullptr ||
+        child.children[1] == nullptr) {
+      return Bad(column, "map entries without a key and a value");
+    }
+    if (CountNulls(child, child.offset, end) > 0) return Bad(column, "null map entries");
+    for (int k = 0; k < 2; ++k) {
+      const Field& f = type.children[k];
+      const std::string path = absl::StrCat(column, "[", f.name, "]");
+      if (child.children[k]->length < child.offset + end) return Bad(path, "map child is too short");
+      FW_ASSIGN_OR_RETURN(Column ch, ImportColumn(*s.children[0]->children[k], *child.children[k], child.offset, end,
+                                                  f.type, owner, path));
+      if (k == 0 && ch.null_count > 0) return Bad(path, "map keys hold nulls");
+      c.children.push_back(std::move(ch));
+    }
+    return c;
+  }
   if (type.id == TypeId::kList) {
     const uint8_t* o = BufferAt(a, 1);
     if (o == nullptr || a.n_children != 1 || a.children == nullptr || a.children[0] == nullptr) {
@@ -923,6 +1077,46 @@ Result<RecordBatch> ImportBatch(ArrowArray* array, const ArrowSchema& schema) {
   return b;
 }
 
+namespace {
+
+// Adapts `c` to `target` where only child nullability differs (and the
+// data has no nulls where the target allows none), or a list<T?> without
+// nulls becomes the packed list<T>. An empty message means the shapes
+// differ.
+Status ConformNested(Column& c, const DataType& target, const std::string& path) {
+  if (c.type == target) return absl::OkStatus();
+  if (target.id == TypeId::kList && !target.is_nested() && c.type.id == TypeId::kList && c.type.is_nested()) {
+    const Column& item = c.children[0];
+    if (!(item.type == DataType::Scalar(target.elem))) return absl::InvalidArgumentError("");
+    if (item.null_count > 0) {
+      return absl::InvalidArgumentError(absl::StrCat("'", path, "' elements hold ", item.null_count, " nulls"));
+    }
+    c.values = item.values;
+    c.children.clear();
+    c.type = target;
+    return absl::OkStatus();
+  }
+  if (c.type.id != target.id || c.type.children.size() != target.children.size() || !target.is_nested()) {
+    return absl::InvalidArgumentError("");
+  }
+  for (size_t i = 0; i < target.children.size(); ++i) {
+    const Field& want = target.children[i];
+    const std::string sub = absl::StrCat(path, target.id == TypeId::kStruct ? "." : "[", want.name,
+                                         target.id == TypeId::kStruct ? "" : "]");
+    if (c.type.children[i].name != want.name) return absl::InvalidArgumentError("");
+    Column& ch = c.children[i];
+    FW_RETURN_IF_ERROR(ConformNested(ch, want.type, sub));
+    if (!want.nullable && ch.null_count > 0) {
+      return absl::InvalidArgumentError(absl::StrCat("'", sub, "' holds ", ch.null_count, " nulls"));
+    }
+    if (!want.nullable) ch.validity = {};
+  }
+  c.type = target;
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 Result<RecordBatch> ConformImported(RecordBatch batch, const Schema& target, std::string_view what) {
   for (size_t i = 0; i < batch.columns.size(); ++i) {
     Field& f = batch.schema.fields[i];
@@ -936,9 +1130,16 @@ Result<RecordBatch> ConformImported(RecordBatch batch, const Schema& target, std
     const bool reshape = IsScalar(t.type.id) && t.type.id == c.type.id && !c.type.shape.empty() &&
                          !t.type.shape.empty() && t.type.num_elements() == c.type.num_elements();
     if (!(c.type == t.type) && !reshape) {
-      return absl::InvalidArgumentError(absl::StrCat(AsAbsl(what), ": column '", f.name, "' is ",
-                                                     c.type.ToString(), " in the Arrow data but ",
-                                                     t.type.ToString(), " in the table"));
+      // Arrow marks nested children nullable by default: data whose
+      // children hold no nulls conforms to a table that declares them not.
+      Status s = ConformNested(c, t.type, f.name);
+      if (!s.ok()) {
+        return absl::InvalidArgumentError(absl::StrCat(AsAbsl(what), ": column '", f.name, "' is ",
+                                                       c.type.ToString(), " in the Arrow data but ",
+                                                       t.type.ToString(), " in the table",
+                                                       s.message().empty() ? "" : " (", s.message(),
+                                                       s.message().empty() ? "" : ")"));
+      }
     }
     c.type = t.type;
     if (!t.nullable && !c.validity.empty() && c.null_count > 0) {

@@ -48,6 +48,7 @@ Buffer Buffer::FromString(std::string s) {
 
 int64_t Column::num_values() const {
   if (type.is_fixed_width()) return length * type.num_elements();
+  if (type.id == TypeId::kStruct) return length;
   if (length == 0 || offsets.empty()) return 0;
   return offsets_data()[length] - offsets_data()[0];
 }
@@ -56,12 +57,16 @@ Column Column::Slice(int64_t offset, int64_t len) const {
   Column c;
   c.type = type;
   c.length = len;
-  if (type.is_fixed_width()) {
+  if (type.id == TypeId::kStruct) {
+    c.children.reserve(children.size());
+    for (const Column& ch : children) c.children.push_back(ch.Slice(offset, len));
+  } else if (type.is_fixed_width()) {
     const size_t w = type.fixed_width();
     c.values = Buffer{values.data + offset * w, static_cast<size_t>(len) * w, values.owner};
   } else {
     c.values = values;
     c.offsets = Buffer{offsets.data + offset * 8, static_cast<size_t>(len + 1) * 8, offsets.owner};
+    c.children = children;
   }
   if (!validity.empty()) {
     c.validity = SliceBits(validity, offset, len);
@@ -82,6 +87,30 @@ Status Column::Validate(std::string_view what) const {
   if (!validity.empty() && validity.size < static_cast<size_t>((length + 7) / 8)) {
     return bad("validity bitmap has ", validity.size, " bytes, need ", (length + 7) / 8);
   }
+  if (null_count < 0 || null_count > length) {
+    return bad("null count ", null_count, " does not match its validity bitmap");
+  }
+  if (type.is_nested() && children.size() != type.children.size()) {
+    return bad("has ", children.size(), " child columns, its type ", type.children.size());
+  }
+  if (!type.is_nested() && !children.empty()) return bad("child columns on a type without children");
+  // Children: their own checks, then their nullability.
+  auto check_child = [&](size_t i, int64_t rows) -> Status {
+    const Field& f = type.children[i];
+    const Column& ch = children[i];
+    const std::string name = absl::StrCat(AsAbsl(what), type.id == TypeId::kStruct ? "." : "", 
+                                          type.id == TypeId::kStruct ? f.name : absl::StrCat("[", f.name, "]"));
+    if (!(ch.type == f.type)) return bad("child '", f.name, "' has type ", ch.type.ToString());
+    if (ch.length < rows) return bad("child '", f.name, "' has ", ch.length, " rows, need ", rows);
+    if (ch.null_count > 0 && !f.nullable) {
+      return absl::InvalidArgumentError(absl::StrCat("column '", name, "' has nulls but is not nullable"));
+    }
+    return ch.Validate(name);
+  };
+  if (type.id == TypeId::kStruct) {
+    for (size_t i = 0; i < children.size(); ++i) FW_RETURN_IF_ERROR(check_child(i, length));
+    return absl::OkStatus();
+  }
   if (type.is_fixed_width()) {
     // Compared by division: length * width can overflow for huge tensors.
     const size_t w = type.fixed_width();
@@ -94,11 +123,24 @@ Status Column::Validate(std::string_view what) const {
     return bad("offsets have ", offsets.size, " bytes, expected ", (length + 1) * 8);
   }
   const int64_t* o = offsets_data();
-  const size_t esize = ValueElemSize(type);
   if (o[0] < 0) return bad("negative first offset");
   for (int64_t i = 0; i < length; ++i) {
     if (o[i + 1] < o[i]) return bad("offsets decrease at row ", i);
   }
+  if (type.is_nested()) {
+    // list: one child; map: keys and values of equal length.
+    if (type.id == TypeId::kMap && children[0].length != children[1].length) {
+      return bad("map keys and values have ", children[0].length, " and ", children[1].length, " rows");
+    }
+    for (size_t i = 0; i < children.size(); ++i) {
+      if (o[length] > children[i].length) {
+        return bad("offsets point past the elements (", o[length], " > ", children[i].length, ")");
+      }
+      FW_RETURN_IF_ERROR(check_child(i, 0));
+    }
+    return absl::OkStatus();
+  }
+  const size_t esize = ValueElemSize(type);
   if (static_cast<uint64_t>(o[length]) > values.size / esize) {
     return bad("offsets point past the values (", o[length], " > ", values.size / esize, ")");
   }
@@ -161,11 +203,14 @@ Column MakeNullColumn(const DataType& type, int64_t length, bool nullable) {
   Column c;
   c.type = type;
   c.length = length;
-  if (type.is_fixed_width()) {
+  if (type.id == TypeId::kStruct) {
+    for (const Field& f : type.children) c.children.push_back(MakeNullColumn(f.type, length, f.nullable));
+  } else if (type.is_fixed_width()) {
     c.values = Buffer::FromVector(std::vector<uint8_t>(static_cast<size_t>(length) * type.fixed_width(), 0));
   } else {
-    c.values = Buffer::FromVector(std::vector<uint8_t>(8, 0));
+    if (!type.is_nested()) c.values = Buffer::FromVector(std::vector<uint8_t>(8, 0));
     c.offsets = Buffer::FromVector(std::vector<int64_t>(static_cast<size_t>(length) + 1, 0));
+    for (const Field& f : type.children) c.children.push_back(MakeNullColumn(f.type, 0, f.nullable));
   }
   if (nullable && length > 0) {
     c.validity = Buffer::FromVector(std::vector<uint8_t>(static_cast<size_t>((length + 7) / 8), 0));
@@ -174,18 +219,60 @@ Column MakeNullColumn(const DataType& type, int64_t length, bool nullable) {
   return c;
 }
 
+namespace {
+
+Buffer ConcatValidity(const std::vector<Column>& parts, int64_t length) {
+  bool any_nulls = false;
+  for (const auto& p : parts) any_nulls |= p.null_count > 0;
+  if (!any_nulls) return {};
+  std::vector<uint8_t> bits(static_cast<size_t>((length + 7) / 8), 0);
+  int64_t row = 0;
+  for (const auto& p : parts) {
+    for (int64_t i = 0; i < p.length; ++i, ++row) {
+      if (p.IsValid(i)) bits[row >> 3] |= static_cast<uint8_t>(1u << (row & 7));
+    }
+  }
+  return Buffer::FromVector(std::move(bits));
+}
+
+}  // namespace
+
 Column ConcatColumns(const std::vector<Column>& parts) {
   if (parts.size() == 1) return parts[0];
   Column out;
   if (parts.empty()) return out;
   out.type = parts[0].type;
-  bool any_nulls = false;
   for (const auto& p : parts) {
     out.length += p.length;
     out.null_count += p.null_count;
-    any_nulls |= !p.validity.empty();
   }
-  if (out.type.is_fixed_width()) {
+  if (out.type.id == TypeId::kStruct) {
+    for (size_t k = 0; k < out.type.children.size(); ++k) {
+      std::vector<Column> kids;
+      kids.reserve(parts.size());
+      for (const auto& p : parts) kids.push_back(p.children[k]);
+      out.children.push_back(ConcatColumns(kids));
+    }
+  } else if (out.type.is_nested()) {
+    // Offsets rebased onto the concatenation of each part's element range.
+    std::vector<int64_t> offsets;
+    offsets.reserve(static_cast<size_t>(out.length) + 1);
+    offsets.push_back(0);
+    std::vector<std::vector<Column>> kids(out.type.children.size());
+    for (const auto& p : parts) {
+      if (p.length == 0) continue;
+      const auto [first, last] = p.ChildRange(0, p.length);
+      const int64_t* o = p.offsets_data();
+      const int64_t base = offsets.back() - o[0];
+      for (int64_t i = 1; i <= p.length; ++i) offsets.push_back(o[i] + base);
+      for (size_t k = 0; k < kids.size(); ++k) kids[k].push_back(p.children[k].Slice(first, last - first));
+    }
+    for (size_t k = 0; k < kids.size(); ++k) {
+      out.children.push_back(kids[k].empty() ? MakeNullColumn(out.type.children[k].type, 0, false)
+                                             : ConcatColumns(kids[k]));
+    }
+    out.offsets = Buffer::FromVector(std::move(offsets));
+  } else if (out.type.is_fixed_width()) {
     std::vector<uint8_t> values;
     values.reserve(static_cast<size_t>(out.length) * out.type.fixed_width());
     for (const auto& p : parts) values.insert(values.end(), p.values.data, p.values.data + p.values.size);
@@ -207,16 +294,7 @@ Column ConcatColumns(const std::vector<Column>& parts) {
     out.values = Buffer::FromVector(std::move(values));
     out.offsets = Buffer::FromVector(std::move(offsets));
   }
-  if (any_nulls) {
-    std::vector<uint8_t> bits(static_cast<size_t>((out.length + 7) / 8), 0);
-    int64_t row = 0;
-    for (const auto& p : parts) {
-      for (int64_t i = 0; i < p.length; ++i, ++row) {
-        if (p.IsValid(i)) bits[row >> 3] |= static_cast<uint8_t>(1u << (row & 7));
-      }
-    }
-    out.validity = Buffer::FromVector(std::move(bits));
-  }
+  out.validity = ConcatValidity(parts, out.length);
   return out;
 }
 
@@ -224,7 +302,21 @@ Column TakeColumn(const Column& c, const int64_t* indices, size_t n) {
   Column out;
   out.type = c.type;
   out.length = static_cast<int64_t>(n);
-  if (c.type.is_fixed_width()) {
+  if (c.type.id == TypeId::kStruct) {
+    for (const Column& ch : c.children) out.children.push_back(TakeColumn(ch, indices, n));
+  } else if (c.type.is_nested()) {
+    // The elements of the taken rows, in order, gathered from each child.
+    const int64_t* o = c.offsets_data();
+    std::vector<int64_t> offsets(n + 1);
+    offsets[0] = 0;
+    for (size_t i = 0; i < n; ++i) offsets[i + 1] = offsets[i] + (o[indices[i] + 1] - o[indices[i]]);
+    std::vector<int64_t> elems(static_cast<size_t>(offsets[n]));
+    for (size_t i = 0, k = 0; i < n; ++i) {
+      for (int64_t e = o[indices[i]]; e < o[indices[i] + 1]; ++e) elems[k++] = e;
+    }
+    for (const Column& ch : c.children) out.children.push_back(TakeColumn(ch, elems.data(), elems.size()));
+    out.offsets = Buffer::FromVector(std::move(offsets));
+  } else if (c.type.is_fixed_width()) {
     const size_t w = c.type.fixed_width();
     uint8_t* dst = nullptr;
     out.values = Buffer::Allocate(n * w, &dst);

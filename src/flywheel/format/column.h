@@ -12,6 +12,14 @@
 //    is values[offsets[i] .. offsets[i+1]) in bytes (binary/string) or in
 //    elements of T (list). offsets[0] may be non-zero (slices).
 //  - validity: bit i (LSB first) is 1 when row i is valid; empty = all valid.
+//  - nested types hold child columns, as Arrow does:
+//    - list<T> (T not a non-null scalar): offsets = int64[length + 1] into
+//      children[0], the elements (a column of T of any length);
+//    - map<K, V>: offsets as a list's, into children[0] (the keys, never
+//      null) and children[1] (the values), which have the same length;
+//    - struct: children[i] is field i, each of `length` rows; no offsets or
+//      values. A null struct row's children hold whatever the writer put
+//      there; readers must not interpret it.
 //
 // Thread-safety: immutable; safe to share across threads.
 #pragma once
@@ -21,6 +29,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "flywheel/base/status.h"
@@ -57,6 +66,8 @@ struct Column {
   Buffer values;
   Buffer offsets;
   Buffer validity;
+  // Child columns of nested types (above); empty otherwise.
+  std::vector<Column> children;
 
   bool IsValid(int64_t i) const {
     return validity.empty() || ((validity.data[i >> 3] >> (i & 7)) & 1);
@@ -75,8 +86,15 @@ struct Column {
   // Checks buffer sizes and offsets against the type and length; `what` names
   // the column in the error.
   Status Validate(std::string_view what) const;
-  // Number of value elements (fixed: rows*elements; var: offsets span).
+  // Number of value elements (fixed: rows*elements; var: offsets span;
+  // struct: rows).
   int64_t num_values() const;
+  // Rows [first, last) of the elements of list/map rows [offset, offset+n)
+  // as offsets give them. REQUIRES: a list or map column.
+  std::pair<int64_t, int64_t> ChildRange(int64_t offset, int64_t n) const {
+    const int64_t* o = offsets_data();
+    return {o[offset], o[offset + n]};
+  }
 };
 
 // Columns of one schema with the same number of rows.

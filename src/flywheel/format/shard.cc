@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "flywheel/base/checksum.h"
 #include "flywheel/format/internal/coding.h"
+#include "flywheel/format/internal/nested_page.h"
 #include "flywheel/format/limits.h"
 
 namespace flywheel::format {
@@ -35,6 +36,54 @@ size_t ValueElemSize(const DataType& t) {
   return 1;
 }
 
+// The field's type as the footer writes it (section 6.1): id, element id,
+// shape, then for nested types their child fields.
+void PutType(std::string* out, const DataType& t) {
+  out->push_back(static_cast<char>(t.id));
+  out->push_back(static_cast<char>(t.elem));
+  PutVarint(out, t.shape.size());
+  for (int64_t d : t.shape) PutVarint(out, static_cast<uint64_t>(d));
+  if (t.id == TypeId::kStruct || t.id == TypeId::kMap || (t.id == TypeId::kList && t.elem == TypeId::kNone)) {
+    PutVarint(out, t.children.size());
+    for (const Field& c : t.children) {
+      PutBytes(out, c.name);
+      PutType(out, c.type);
+      out->push_back(c.nullable ? 1 : 0);
+    }
+  }
+}
+
+Status ReadType(Decoder& d, int depth, DataType* t) {
+  if (depth > kMaxNestingDepth) return d.Error(absl::StrCat("types nest deeper than ", kMaxNestingDepth));
+  uint8_t id, elem;
+  uint64_t ndim;
+  FW_RETURN_IF_ERROR(d.Byte(&id));
+  FW_RETURN_IF_ERROR(d.Byte(&elem));
+  FW_RETURN_IF_ERROR(d.Bounded(&ndim, kMaxTensorRank, "tensor rank"));
+  t->id = static_cast<TypeId>(id);
+  t->elem = static_cast<TypeId>(elem);
+  for (uint64_t k = 0; k < ndim; ++k) {
+    uint64_t dim;
+    FW_RETURN_IF_ERROR(d.Bounded(&dim, kMaxTensorElements, "tensor dimension"));
+    t->shape.push_back(static_cast<int64_t>(dim));
+  }
+  if (t->id == TypeId::kStruct || t->id == TypeId::kMap ||
+      (t->id == TypeId::kList && t->elem == TypeId::kNone)) {
+    uint64_t n;
+    FW_RETURN_IF_ERROR(d.Bounded(&n, kMaxStructFields, "child field count"));
+    for (uint64_t i = 0; i < n; ++i) {
+      Field c;
+      uint8_t nullable;
+      FW_RETURN_IF_ERROR(d.Bytes(&c.name));
+      FW_RETURN_IF_ERROR(ReadType(d, depth + 1, &c.type));
+      FW_RETURN_IF_ERROR(d.Byte(&nullable));
+      c.nullable = nullable != 0;
+      t->children.push_back(std::move(c));
+    }
+  }
+  return absl::OkStatus();
+}
+
 // Pending rows of one column, flushed as a page when large enough.
 struct PendingColumn {
   std::string values;
@@ -44,8 +93,12 @@ struct PendingColumn {
   int64_t nulls = 0;
   std::vector<PageInfo> pages;
   int64_t next_first_row = 0;
+  // Nested columns: the pending rows as slices of the written batches, and
+  // their estimated page bytes.
+  std::vector<Column> parts;
+  size_t part_bytes = 0;
 
-  size_t bytes() const { return values.size() + offsets.size() * 8 + validity.size(); }
+  size_t bytes() const { return values.size() + offsets.size() * 8 + validity.size() + part_bytes; }
 };
 
 class ShardWriterImpl final : public ShardWriter {
@@ -96,14 +149,13 @@ class ShardWriterImpl final : public ShardWriter {
     std::string footer;
     PutVarint(&footer, kFooterVersion);
     PutVarint(&footer, schema_.fields.size());
+    uint16_t features = 0;
     for (const Field& f : schema_.fields) {
       PutBytes(&footer, f.name);
-      footer.push_back(static_cast<char>(f.type.id));
-      footer.push_back(static_cast<char>(f.type.elem));
-      PutVarint(&footer, f.type.shape.size());
-      for (int64_t d : f.type.shape) PutVarint(&footer, static_cast<uint64_t>(d));
+      PutType(&footer, f.type);
       footer.push_back(f.nullable ? 1 : 0);
       PutSigned(&footer, f.id);
+      if (f.type.is_nested()) features |= kShardFeatureNested;
     }
     PutVarint(&footer, static_cast<uint64_t>(num_rows_));
     for (const PendingColumn& col : columns_) {
@@ -131,7 +183,7 @@ class ShardWriterImpl final : public ShardWriter {
     PutFixed64(&trailer, footer.size());
     PutFixed64(&trailer, Checksum64(footer));
     PutFixed16(&trailer, kShardFormatVersion);
-    PutFixed16(&trailer, 0);  // required features
+    PutFixed16(&trailer, features);  // required features
     trailer.append(kTrailerMagic, 4);
     FW_RETURN_IF_ERROR(file_->Append(footer));
     FW_RETURN_IF_ERROR(file_->Append(trailer));
@@ -143,9 +195,42 @@ class ShardWriterImpl final : public ShardWriter {
   int64_t num_rows() const override { return num_rows_; }
 
  private:
+  // Nested columns: pages cut by the estimated body size (a binary search
+  // for the most rows that fit), each row range kept as a slice.
+  Status AppendNested(int c, const Column& src) {
+    PendingColumn& col = columns_[c];
+    int64_t row = 0;
+    while (row < src.length) {
+      const size_t room = options_.page_size > col.bytes() ? options_.page_size - col.bytes() : 0;
+      int64_t lo = 1, hi = src.length - row;
+      if (internal_format::EstimateNestedPageBytes(src, row, hi) > room) {
+        while (lo < hi) {  // the largest k in [1, hi] whose rows fit, or 1
+          const int64_t mid = lo + (hi - lo + 1) / 2;
+          if (internal_format::EstimateNestedPageBytes(src, row, mid) <= room) lo = mid;
+          else hi = mid - 1;
+        }
+        if (col.rows > 0 && internal_format::EstimateNestedPageBytes(src, row, lo) > room) {
+          FW_RETURN_IF_ERROR(FlushPage(c));
+          continue;
+        }
+      } else {
+        lo = hi;
+      }
+      Column part = src.Slice(row, lo);
+      col.part_bytes += internal_format::EstimateNestedPageBytes(part, 0, lo);
+      col.nulls += part.null_count;
+      col.parts.push_back(std::move(part));
+      col.rows += lo;
+      row += lo;
+      if (col.bytes() >= options_.page_size) FW_RETURN_IF_ERROR(FlushPage(c));
+    }
+    return absl::OkStatus();
+  }
+
   Status AppendColumn(int c, const Column& src) {
     PendingColumn& col = columns_[c];
     const DataType& type = schema_.fields[c].type;
+    if (type.is_nested()) return AppendNested(c, src);
     const size_t esize = ValueElemSize(type);
     const int64_t* o = type.is_variable_length() ? src.offsets_data() : nullptr;
     int64_t row = 0;
@@ -196,6 +281,16 @@ class ShardWriterImpl final : public ShardWriter {
     page.validity_size = col.nulls > 0 ? col.validity.size() : 0;
     page.codec = options_.codec;
     std::string body = std::move(col.values);
+    if (type.is_nested()) {
+      const Column rows = ConcatColumns(col.parts);
+      body.clear();
+      internal_format::EncodeNestedPage(rows, 0, rows.length, &body);
+      page.values_size = body.size();
+      page.offsets_size = 0;
+      page.validity_size = 0;
+      col.parts.clear();
+      col.part_bytes = 0;
+    }
     body.resize(Align8(body.size()), '\0');
     if (page.offsets_size) {
       body.append(reinterpret_cast<const char*>(col.offsets.data()), page.offsets_size);
@@ -347,19 +442,9 @@ Status ShardReader::ParseFooter() {
   if (nfields == 0) return d.Error("no fields");
   for (uint64_t i = 0; i < nfields; ++i) {
     Field f;
-    uint8_t id, elem, nullable;
-    uint64_t ndim;
+    uint8_t nullable;
     FW_RETURN_IF_ERROR(d.Bytes(&f.name));
-    FW_RETURN_IF_ERROR(d.Byte(&id));
-    FW_RETURN_IF_ERROR(d.Byte(&elem));
-    FW_RETURN_IF_ERROR(d.Bounded(&ndim, kMaxTensorRank, "tensor rank"));
-    f.type.id = static_cast<TypeId>(id);
-    f.type.elem = static_cast<TypeId>(elem);
-    for (uint64_t k = 0; k < ndim; ++k) {
-      uint64_t dim;
-      FW_RETURN_IF_ERROR(d.Bounded(&dim, kMaxTensorElements, "tensor dimension"));
-      f.type.shape.push_back(static_cast<int64_t>(dim));
-    }
+    FW_RETURN_IF_ERROR(ReadType(d, 0, &f.type));
     FW_RETURN_IF_ERROR(d.Byte(&nullable));
     f.nullable = nullable != 0;
     int64_t fid;
@@ -369,6 +454,17 @@ Status ShardReader::ParseFooter() {
   }
   Status sv = schema_.Validate();
   if (!sv.ok()) return d.Error(absl::StrCat("invalid schema: ", sv.message()));
+  bool any_nested = false;
+  for (const Field& f : schema_.fields) {
+    if (f.type.is_nested() && (features & kShardFeatureNested) == 0) {
+      return d.Error(absl::StrCat("field '", f.name, "' is nested but the file does not require the nested feature"));
+    }
+    any_nested = any_nested || f.type.is_nested();
+  }
+  // Writers set the bit exactly when a column needs it.
+  if ((features & kShardFeatureNested) != 0 && !any_nested) {
+    return d.Error("the file requires the nested feature but has no nested column");
+  }
   uint64_t nrows;
   FW_RETURN_IF_ERROR(d.Bounded(&nrows, kMaxRowsPerFile, "row count"));
   num_rows_ = static_cast<int64_t>(nrows);
@@ -414,7 +510,15 @@ Status ShardReader::ParseFooter() {
         return d.Error(absl::StrCat(where, ": offset ", pi.offset, " is not ", kPageAlign,
                                     "-byte aligned"));
       }
-      if (type.is_fixed_width()) {
+      if (type.is_nested()) {
+        // The body describes itself (section 3.4); its node table alone
+        // takes 40 bytes per node.
+        if (pi.offsets_size != 0 || pi.validity_size != 0 || pi.values_size % 8 != 0 ||
+            pi.values_size < internal_format::kNestedNodeEntryBytes *
+                                 static_cast<uint64_t>(internal_format::NestedNodeCount(type))) {
+          return d.Error(absl::StrCat(where, ": section sizes do not describe a nested page"));
+        }
+      } else if (type.is_fixed_width()) {
         // n <= values_size / width first, so n * width cannot overflow.
         const uint64_t width = type.fixed_width();
         if (n > pi.values_size / width || pi.values_size != n * width || pi.offsets_size != 0) {
@@ -428,7 +532,7 @@ Status ShardReader::ParseFooter() {
         return d.Error(absl::StrCat(where, ": values size ", pi.values_size,
                                     " is not a multiple of the element size"));
       }
-      if (pi.validity_size != (nulls > 0 ? (n + 7) / 8 : 0)) {
+      if (!type.is_nested() && pi.validity_size != (nulls > 0 ? (n + 7) / 8 : 0)) {
         return d.Error(absl::StrCat(where, ": validity size does not match its null count"));
       }
       if (nulls > 0 && !schema_.fields[c].nullable) {
@@ -491,6 +595,11 @@ Status ShardReader::CheckPage(int column, int page, const uint8_t* body, uint64_
   const PageInfo& pi = pages_[column][page];
   const DataType& type = schema_.fields[column].type;
   if (size < pi.uncompressed_size()) return absl::DataLossError("page body is short");
+  if (type.is_nested()) {
+    return internal_format::DecodeNestedPage(schema_.fields[column], pi.num_rows, pi.null_count,
+                                             Buffer{body, pi.values_size, nullptr}, /*full=*/true)
+        .status();
+  }
   if (type.is_variable_length()) {
     const size_t esize = ValueElemSize(type);
     const int64_t* o = reinterpret_cast<const int64_t*>(body + Align8(pi.values_size));
@@ -531,8 +640,13 @@ std::string ShardReader::PageName(int column, int page) const {
   return absl::StrCat("reading ", path(), " column '", schema_.fields[column].name, "' page ", page);
 }
 
-Column ShardReader::PageColumn(int column, int page, const Buffer& body) const {
+Result<Column> ShardReader::PageColumn(int column, int page, const Buffer& body) const {
   const PageInfo& pi = pages_[column][page];
+  if (schema_.fields[column].type.is_nested()) {
+    // Checked in full by CheckPage before; the sizes are checked again here.
+    return internal_format::DecodeNestedPage(schema_.fields[column], pi.num_rows, pi.null_count,
+                                             Buffer{body.data, pi.values_size, body.owner}, /*full=*/false);
+  }
   Column c;
   c.type = schema_.fields[column].type;
   c.length = pi.num_rows;
@@ -749,6 +863,30 @@ Result<Column> ShardReader::Take(int column, const int64_t* rows, size_t n) cons
       FW_ASSIGN_OR_RETURN(decoded[p], ReadPage(column, p));
       have[p] = 1;
     }
+  }
+  if (type.is_nested()) {
+    // Each page's rows gathered in one TakeColumn, then put back in the
+    // order asked for.
+    std::vector<std::vector<int64_t>> want(pages.size());
+    std::vector<int64_t> slot(n);
+    for (size_t i = 0; i < n; ++i) {
+      slot[i] = static_cast<int64_t>(want[page_of[i]].size());
+      want[page_of[i]].push_back(local[i]);
+    }
+    std::vector<Column> gathered;
+    std::vector<int64_t> base(pages.size(), 0);
+    int64_t total = 0;
+    for (size_t p = 0; p < pages.size(); ++p) {
+      if (want[p].empty()) continue;
+      base[p] = total;
+      total += static_cast<int64_t>(want[p].size());
+      gathered.push_back(TakeColumn(decoded[p], want[p].data(), want[p].size()));
+    }
+    if (gathered.empty()) return MakeNullColumn(type, 0, false);
+    const Column all = ConcatColumns(gathered);
+    std::vector<int64_t> order(n);
+    for (size_t i = 0; i < n; ++i) order[i] = base[page_of[i]] + slot[i];
+    return TakeColumn(all, order.data(), n);
   }
   const size_t esize = ValueElemSize(type);
   std::vector<int64_t> offsets(n + 1);

@@ -28,7 +28,10 @@ namespace flywheel::format {
 
 inline constexpr uint16_t kShardFormatVersion = 1;
 // Feature flags a file may require (trailer); readers refuse unknown ones.
-inline constexpr uint16_t kShardKnownFeatures = 0;
+// Nested columns (struct, map, lists of anything but non-null scalars):
+// set in files whose schema has one (docs/format/shard.md, section 8).
+inline constexpr uint16_t kShardFeatureNested = 0x1;
+inline constexpr uint16_t kShardKnownFeatures = kShardFeatureNested;
 
 struct ShardWriterOptions {
   // Target uncompressed bytes per page. A page holds at least one row.
@@ -144,7 +147,7 @@ class ShardReader {
   Status CheckPage(int column, int page, const uint8_t* body, uint64_t size) const;
   Status CheckPageIndex(int column, int page) const;
   std::string PageName(int column, int page) const;
-  Column PageColumn(int column, int page, const Buffer& body) const;
+  Result<Column> PageColumn(int column, int page, const Buffer& body) const;
 
   std::shared_ptr<io::RandomAccessFile> file_;
   ShardReaderOptions options_;

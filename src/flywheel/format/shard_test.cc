@@ -593,7 +593,7 @@ TEST_F(ShardTrailerTest, NewerFormatVersionIsRefusedWithUpgradeHint) {
 }
 
 TEST_F(ShardTrailerTest, UnknownRequiredFeatureIsRefusedNamingTheBits) {
-  for (uint16_t bits : {uint16_t{0x1}, uint16_t{0x4}, uint16_t{0x8000}}) {
+  for (uint16_t bits : {uint16_t{0x2}, uint16_t{0x4}, uint16_t{0x8000}}) {
     std::string b = bytes_;
     PutU16(b, b.size() - 6, bits);
     const std::string name = absl::StrCat("feat", bits, ".fws");

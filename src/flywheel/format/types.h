@@ -2,9 +2,18 @@
 //
 // A DataType is a scalar (bool, ints, floats), a fixed-shape tensor of a
 // scalar ("uint8[32,32,3]": every row holds exactly that many elements),
-// variable-length binary or utf8 string, or a variable-length list of a scalar
-// ("list<int32>", e.g. token ids). Text forms are what the CLI, Python and the
-// table manifest use; docs/format/shard.md gives the byte layout.
+// variable-length binary or utf8 string, or a nested type: a list of any type
+// ("list<int32>", "list<string?>", "list<list<int64>>"), a struct
+// ("struct<role: string, content: string?>") or a map ("map<string, float64>").
+// '?' after a type marks that value nullable, at every level: a null list, an
+// empty list and a list holding a null are three different values. Text forms
+// are what the CLI, Python and the table manifest use; docs/format/types.md
+// gives the grammar and docs/format/shard.md the byte layout.
+//
+// A list of non-null scalars ("list<int32>", token ids) keeps the packed
+// form it always had: `elem` names the scalar and the values are one flat
+// buffer. Every other list, and every struct and map, holds child Fields
+// (is_nested()); there is one representation per type, so == compares types.
 //
 // Thread-safety: value types.
 #pragma once
@@ -37,6 +46,8 @@ enum class TypeId : uint8_t {
   kBinary = 20,
   kString = 21,
   kList = 22,
+  kStruct = 23,
+  kMap = 24,
 };
 
 bool IsScalar(TypeId id);
@@ -44,16 +55,32 @@ bool IsScalar(TypeId id);
 size_t ScalarSize(TypeId id);
 std::string_view TypeIdName(TypeId id);
 
+struct Field;
+
 struct DataType {
   TypeId id = TypeId::kNone;
-  TypeId elem = TypeId::kNone;   // element type of kList (a scalar)
+  TypeId elem = TypeId::kNone;   // element type of a packed kList (a non-null scalar)
   std::vector<int64_t> shape;    // tensor shape of a scalar type; empty = one value
+  // Child fields of a nested type: a list's element ("item"), a struct's
+  // fields, a map's "key" and "value". Empty for every other type.
+  std::vector<Field> children;
 
   static DataType Scalar(TypeId id) { return DataType{id, TypeId::kNone, {}}; }
   static DataType Tensor(TypeId id, std::vector<int64_t> shape) { return DataType{id, TypeId::kNone, std::move(shape)}; }
   static DataType List(TypeId elem) { return DataType{TypeId::kList, elem, {}}; }
   static DataType String() { return Scalar(TypeId::kString); }
   static DataType Binary() { return Scalar(TypeId::kBinary); }
+  // A list of `item` values; the packed form when they are non-null scalars.
+  static DataType ListOf(DataType item, bool item_nullable);
+  static DataType Struct(std::vector<Field> fields);
+  // Keys are never null; values may be.
+  static DataType Map(DataType key, DataType value, bool value_nullable);
+
+  // Struct, map, or a list of anything but non-null scalars.
+  bool is_nested() const { return !children.empty(); }
+  // Nesting depth: 0 for scalars, tensors, strings and binary; 1 for a list
+  // of scalars, a struct of scalars; and so on.
+  int depth() const;
 
   // Fixed-width types store `fixed_width()` bytes per row.
   bool is_fixed_width() const { return IsScalar(id); }
@@ -61,16 +88,19 @@ struct DataType {
   // Elements per row of a fixed-width type (product of the shape).
   int64_t num_elements() const;
   size_t fixed_width() const { return ScalarSize(id) * static_cast<size_t>(num_elements()); }
-  // Element type of the values buffer: the scalar itself, list's element, or uint8.
+  // Element type of the values buffer: the scalar itself, a packed list's
+  // element, or uint8 (string, binary); kNone for nested types (no values).
   TypeId value_type() const;
 
   std::string ToString() const;
   // Parses the text form: "int64", "float32[16]", "uint8[32,32,3]", "string",
-  // "binary", "list<int32>".
+  // "binary", "list<int32>", "list<struct<role: string, content: string?>?>",
+  // "map<string, float64>". Errors quote the text and give the 1-based
+  // character where parsing failed.
   static Result<DataType> Parse(std::string_view text);
   Status Validate() const;
 
-  bool operator==(const DataType& o) const = default;
+  bool operator==(const DataType& o) const;
 };
 
 struct Field {
@@ -85,6 +115,15 @@ struct Field {
 
   bool operator==(const Field& o) const = default;
 };
+
+inline bool DataType::operator==(const DataType& o) const {
+  return id == o.id && elem == o.elem && shape == o.shape && children == o.children;
+}
+
+// A field name as the type grammar writes it: bare when it is made of
+// letters, digits, '_', '.', '-' and '$', otherwise double-quoted with '"'
+// and '\' escaped.
+std::string QuoteFieldName(std::string_view name);
 
 struct Schema {
   std::vector<Field> fields;
