@@ -45,7 +45,8 @@ Result<format::RecordBatch> ReadJsonLines(std::istream& in, const std::string& s
         return absl::InvalidArgumentError(
             absl::StrCat(source, ":", lineno, ": field '", field.name, "' is missing and not nullable"));
       }
-      FW_RETURN_IF_ERROR_CTX(format::internal_format::AppendJson(builders[f], v, field.name), source, ":", lineno);
+      FW_RETURN_IF_ERROR_CTX(internal_format::AppendJson(builders[f], v), source, ":", lineno, ": field '",
+                             field.name, "'");
     }
     rows++;
   }
@@ -59,14 +60,14 @@ Result<format::RecordBatch> ReadJsonLines(std::istream& in, const std::string& s
 std::string RowToJson(const format::RecordBatch& batch, int64_t row) {
   nlohmann::ordered_json obj = nlohmann::ordered_json::object();
   for (size_t f = 0; f < batch.columns.size(); ++f) {
-    obj[batch.schema.fields[f].name] = format::internal_format::ValueJson(batch.columns[f], row);
+    obj[batch.schema.fields[f].name] = internal_format::ValueJson(batch.columns[f], row);
   }
   return obj.dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
 std::string CellToText(const Column& c, int64_t row, size_t max_width) {
-  const auto j = format::internal_format::ValueJson(c, row);
-  std::string s = j.is_string() ? j.get<std::string>() : j.dump(-1, ' ', false, json::error_handler_t::replace);
+  const auto j = internal_format::ValueJson(c, row);
+  std::string s = j.is_string() ? j.template get<std::string>() : j.dump(-1, ' ', false, json::error_handler_t::replace);
   if (s.size() > max_width) s = s.substr(0, max_width - 3) + "...";
   return s;
 }

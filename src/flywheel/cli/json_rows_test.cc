@@ -21,9 +21,9 @@ TEST(JsonRowsTest, ParsesEveryKindOfColumnAndRoundTrips) {
   ASSERT_EQ(b->num_rows, 2);
   ASSERT_TRUE(b->Validate().ok()) << b->Validate();
   EXPECT_EQ(RowToJson(*b, 0),
-            "{\"h\":0.25,\"id\":1,\"name\":\"a\",\"ok\":true,\"tok\":[1,2,3],\"v\":[0.5,1.5]}");
+            "{\"id\":1,\"v\":[0.5,1.5],\"h\":0.25,\"name\":\"a\",\"tok\":[1,2,3],\"ok\":true}");
   EXPECT_EQ(RowToJson(*b, 1),
-            "{\"h\":-1.0,\"id\":-2,\"name\":null,\"ok\":false,\"tok\":null,\"v\":[2.0,3.0]}");
+            "{\"id\":-2,\"v\":[2.0,3.0],\"h\":-1.0,\"name\":null,\"tok\":null,\"ok\":false}");
 }
 
 TEST(JsonRowsTest, ErrorsNameFileLineAndField) {

@@ -160,7 +160,8 @@ struct JsonColumnBuilder::Impl {
   }
 
   Status Fail(const std::string& path, std::string_view what) const {
-    return absl::InvalidArgumentError(absl::StrCat(path.empty() ? "value" : path, ": ", AsAbsl(what)));
+    if (path.empty()) return absl::InvalidArgumentError(AsAbsl(what));
+    return absl::InvalidArgumentError(absl::StrCat(path, ": ", AsAbsl(what)));
   }
 
   // Ends a row of a type with offsets: the child (or values) length so far.
@@ -234,7 +235,7 @@ struct JsonColumnBuilder::Impl {
         size_t i = 0;
         for (const json& e : *v) {
           if (e.is_null()) return Fail(absl::StrCat(path, "[", i, "]"), "is null but list elements of " + type.ToString() + " are not nullable");
-          FW_RETURN_IF_ERROR_CTX(PutScalar(type.elem, e, &values), path.empty() ? "value" : path, "[", i, "]");
+          FW_RETURN_IF_ERROR_CTX(PutScalar(type.elem, e, &values), path, "[", i, "]");
           ++i;
         }
       }

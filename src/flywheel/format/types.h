@@ -65,11 +65,12 @@ struct DataType {
   // fields, a map's "key" and "value". Empty for every other type.
   std::vector<Field> children;
 
-  static DataType Scalar(TypeId id) { return DataType{id, TypeId::kNone, {}}; }
-  static DataType Tensor(TypeId id, std::vector<int64_t> shape) { return DataType{id, TypeId::kNone, std::move(shape)}; }
-  static DataType List(TypeId elem) { return DataType{TypeId::kList, elem, {}}; }
-  static DataType String() { return Scalar(TypeId::kString); }
-  static DataType Binary() { return Scalar(TypeId::kBinary); }
+  // (Defined below Field, which `children` needs complete.)
+  static DataType Scalar(TypeId id);
+  static DataType Tensor(TypeId id, std::vector<int64_t> shape);
+  static DataType List(TypeId elem);
+  static DataType String();
+  static DataType Binary();
   // A list of `item` values; the packed form when they are non-null scalars.
   static DataType ListOf(DataType item, bool item_nullable);
   static DataType Struct(std::vector<Field> fields);
@@ -77,7 +78,7 @@ struct DataType {
   static DataType Map(DataType key, DataType value, bool value_nullable);
 
   // Struct, map, or a list of anything but non-null scalars.
-  bool is_nested() const { return !children.empty(); }
+  bool is_nested() const;
   // Nesting depth: 0 for scalars, tensors, strings and binary; 1 for a list
   // of scalars, a struct of scalars; and so on.
   int depth() const;
@@ -115,6 +116,27 @@ struct Field {
 
   bool operator==(const Field& o) const = default;
 };
+
+inline DataType DataType::Scalar(TypeId id) {
+  DataType t;
+  t.id = id;
+  return t;
+}
+inline DataType DataType::Tensor(TypeId id, std::vector<int64_t> shape) {
+  DataType t;
+  t.id = id;
+  t.shape = std::move(shape);
+  return t;
+}
+inline DataType DataType::List(TypeId elem) {
+  DataType t;
+  t.id = TypeId::kList;
+  t.elem = elem;
+  return t;
+}
+inline DataType DataType::String() { return Scalar(TypeId::kString); }
+inline DataType DataType::Binary() { return Scalar(TypeId::kBinary); }
+inline bool DataType::is_nested() const { return !children.empty(); }
 
 inline bool DataType::operator==(const DataType& o) const {
   return id == o.id && elem == o.elem && shape == o.shape && children == o.children;
