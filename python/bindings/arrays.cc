@@ -7,10 +7,17 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <memory>
 #include <sstream>
 #include <string>
 #include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "flywheel/base/half.h"
+#include "flywheel/format/internal/json_column.h"
+#include "flywheel/format/json_column.h"
 
 namespace flywheel::python {
 namespace py = pybind11;
@@ -243,11 +250,164 @@ py::dtype DTypeOf(TypeId id) {
   return py::dtype(std::string(format::TypeIdName(id)));
 }
 
+// A Python value as JSON for the nested-column builder (json_column.h):
+// dicts with str keys are objects, other dicts arrays of [key, value] pairs
+// (maps with non-string keys), bytes {"hex": ...}, numpy values by value.
+nlohmann::ordered_json ToJson(py::handle v, int depth) {
+  using J = nlohmann::ordered_json;
+  if (depth > 64) throw py::value_error("value nests too deeply");
+  if (v.is_none()) return nullptr;
+  if (PyBool_Check(v.ptr())) return v.ptr() == Py_True;
+  if (PyLong_Check(v.ptr())) {
+    int overflow = 0;
+    const long long x = PyLong_AsLongLongAndOverflow(v.ptr(), &overflow);
+    if (overflow == 0) return static_cast<int64_t>(x);
+    const unsigned long long u = PyLong_AsUnsignedLongLong(v.ptr());
+    if (PyErr_Occurred()) {
+      PyErr_Clear();
+      throw py::value_error("integer " + py::str(v).cast<std::string>() + " does not fit 64 bits");
+    }
+    return static_cast<uint64_t>(u);
+  }
+  if (PyFloat_Check(v.ptr())) return PyFloat_AS_DOUBLE(v.ptr());
+  if (PyUnicode_Check(v.ptr())) return v.cast<std::string>();
+  if (PyBytes_Check(v.ptr()) || PyByteArray_Check(v.ptr()) || PyMemoryView_Check(v.ptr())) {
+    const std::string b = py::bytes(py::reinterpret_borrow<py::object>(v)).cast<std::string>();
+    static const char* kHex = "0123456789abcdef";
+    std::string hex;
+    hex.reserve(b.size() * 2);
+    for (unsigned char c : b) {
+      hex += kHex[c >> 4];
+      hex += kHex[c & 15];
+    }
+    return J{{"hex", hex}};
+  }
+  if (PyDict_Check(v.ptr())) {
+    auto d = py::reinterpret_borrow<py::dict>(v);
+    bool str_keys = true;
+    for (auto kv : d) str_keys = str_keys && PyUnicode_Check(kv.first.ptr());
+    if (str_keys) {
+      J obj = J::object();
+      for (auto kv : d) obj[kv.first.cast<std::string>()] = ToJson(kv.second, depth + 1);
+      return obj;
+    }
+    J arr = J::array();
+    for (auto kv : d) arr.push_back(J::array({ToJson(kv.first, depth + 1), ToJson(kv.second, depth + 1)}));
+    return arr;
+  }
+  if (py::isinstance<py::array>(v) || py::hasattr(v, "item") || py::hasattr(v, "tolist")) {
+    if (py::hasattr(v, "tolist")) return ToJson(v.attr("tolist")(), depth + 1);
+  }
+  if (PyList_Check(v.ptr()) || PyTuple_Check(v.ptr())) {
+    J arr = J::array();
+    for (auto e : v) arr.push_back(ToJson(e, depth + 1));
+    return arr;
+  }
+  throw py::type_error(std::string("cannot store a ") + Py_TYPE(v.ptr())->tp_name + " in a nested column");
+}
+
+Column NestedFromPython(const Field& f, py::handle values_obj) {
+  if (PyUnicode_Check(values_obj.ptr()) || PyBytes_Check(values_obj.ptr())) {
+    TypeError(f, "need a list of values, one per row");
+  }
+  format::JsonColumnBuilder b(f);
+  int64_t row = 0;
+  for (auto v : values_obj) {
+    nlohmann::ordered_json j;
+    try {
+      j = ToJson(v, 0);
+    } catch (const py::error_already_set&) {
+      throw;
+    } catch (const std::exception& e) {
+      ValueError(f, "row " + std::to_string(row) + ": " + e.what());
+    }
+    Status s = internal_format::AppendJson(b, &j);
+    if (!s.ok()) ValueError(f, "row " + std::to_string(row) + ": " + std::string(s.message()));
+    row++;
+  }
+  return b.Finish();
+}
+
+py::object ScalarToPython(TypeId id, const uint8_t* p) {
+  auto get = [&](auto x) { std::memcpy(&x, p, sizeof x); return x; };
+  switch (id) {
+    case TypeId::kBool: return py::bool_(get(uint8_t{}) != 0);
+    case TypeId::kInt8: return py::int_(get(int8_t{}));
+    case TypeId::kInt16: return py::int_(get(int16_t{}));
+    case TypeId::kInt32: return py::int_(get(int32_t{}));
+    case TypeId::kInt64: return py::int_(get(int64_t{}));
+    case TypeId::kUInt8: return py::int_(get(uint8_t{}));
+    case TypeId::kUInt16: return py::int_(get(uint16_t{}));
+    case TypeId::kUInt32: return py::int_(get(uint32_t{}));
+    case TypeId::kUInt64: return py::int_(get(uint64_t{}));
+    case TypeId::kFloat16: return py::float_(HalfToDouble(get(uint16_t{})));
+    case TypeId::kFloat32: return py::float_(get(float{}));
+    case TypeId::kFloat64: return py::float_(get(double{}));
+    default: return py::none();
+  }
+}
+
+// Row `row` of a column as Python objects: struct -> dict, list -> list,
+// map -> dict, tensors -> nested lists, string -> str, binary -> bytes.
+py::object ValueToPython(const Column& c, int64_t row) {
+  if (!c.IsValid(row)) return py::none();
+  const DataType& t = c.type;
+  if (t.id == TypeId::kStruct) {
+    py::dict d;
+    for (size_t i = 0; i < c.children.size(); ++i) d[py::str(t.children[i].name)] = ValueToPython(c.children[i], row);
+    return d;
+  }
+  if (t.is_nested()) {
+    const int64_t* o = c.offsets_data();
+    if (t.id == TypeId::kList) {
+      py::list l;
+      for (int64_t i = o[row]; i < o[row + 1]; ++i) l.append(ValueToPython(c.children[0], i));
+      return l;
+    }
+    py::dict d;
+    for (int64_t i = o[row]; i < o[row + 1]; ++i) d[ValueToPython(c.children[0], i)] = ValueToPython(c.children[1], i);
+    return d;
+  }
+  if (t.is_fixed_width()) {
+    const uint8_t* p = c.FixedRow(row);
+    if (t.shape.empty()) return ScalarToPython(t.id, p);
+    // Row-major nested lists of the tensor's shape.
+    const size_t es = format::ScalarSize(t.id);
+    std::function<py::object(size_t, int64_t)> dim = [&](size_t d, int64_t base) -> py::object {
+      py::list l;
+      int64_t stride = 1;
+      for (size_t k = d + 1; k < t.shape.size(); ++k) stride *= t.shape[k];
+      for (int64_t i = 0; i < t.shape[d]; ++i) {
+        if (d + 1 == t.shape.size()) l.append(ScalarToPython(t.id, p + (base + i) * es));
+        else l.append(dim(d + 1, base + i * stride));
+      }
+      return l;
+    };
+    return dim(0, 0);
+  }
+  const int64_t* o = c.offsets_data();
+  if (t.id == TypeId::kList) {
+    const size_t es = format::ScalarSize(t.elem);
+    py::list l;
+    for (int64_t i = o[row]; i < o[row + 1]; ++i) l.append(ScalarToPython(t.elem, c.values.data + i * es));
+    return l;
+  }
+  const char* s = reinterpret_cast<const char*>(c.values.data) + o[row];
+  const Py_ssize_t len = static_cast<Py_ssize_t>(o[row + 1] - o[row]);
+  if (t.id == TypeId::kString) {
+    PyObject* u = PyUnicode_DecodeUTF8(s, len, "strict");
+    if (u == nullptr) throw py::error_already_set();
+    return py::reinterpret_steal<py::object>(u);
+  }
+  return py::bytes(s, static_cast<size_t>(len));
+}
+
 Column ColumnFromPython(const Field& f, py::handle data) {
   if (!PyTuple_Check(data.ptr()) || PyTuple_GET_SIZE(data.ptr()) != 3) {
     TypeError(f, "internal: expected a (values, offsets, mask) tuple");
   }
   auto t = py::reinterpret_borrow<py::tuple>(data);
+  if (f.type.is_nested()) return NestedFromPython(f, t[0]);
   switch (f.type.id) {
     case TypeId::kString:
     case TypeId::kBinary:
@@ -267,6 +427,14 @@ py::tuple ColumnToPython(const Column& c, bool writable) {
     for (int64_t d : type.shape) shape.push_back(d);
     return py::make_tuple(View(c.values, c.values.data, DTypeOf(type.id), shape, writable), py::none(),
                           MaskOf(c));
+  }
+  if (type.is_nested()) {
+    py::list out(n);
+    for (int64_t i = 0; i < n; ++i) {
+      py::object v = ValueToPython(c, i);
+      PyList_SET_ITEM(out.ptr(), static_cast<Py_ssize_t>(i), v.release().ptr());
+    }
+    return py::make_tuple(std::move(out), py::none(), py::none());
   }
   const int64_t* o = c.offsets_data();
   if (type.id == TypeId::kString || type.id == TypeId::kBinary) {

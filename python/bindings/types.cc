@@ -50,7 +50,8 @@ void RegisterTypes(py::module_& m) {
       "parse_type",
       [](const std::string& text) {
         DataType t = ValueOrThrow(DataType::Parse(text));
-        std::string kind = t.id == TypeId::kList     ? "list"
+        std::string kind = t.is_nested()             ? "nested"
+                           : t.id == TypeId::kList     ? "list"
                            : t.id == TypeId::kString ? "string"
                            : t.id == TypeId::kBinary ? "binary"
                                                      : "fixed";
@@ -60,9 +61,11 @@ void RegisterTypes(py::module_& m) {
         return py::make_tuple(kind, scalar, py::tuple(py::cast(t.shape)), t.ToString());
       },
       py::arg("text"),
-      "Parses a type ('int64', 'float32[16]', 'string', 'list<int32>') into\n"
-      "(kind, scalar, shape, canonical text); kind is 'fixed', 'string', 'binary'\n"
-      "or 'list', scalar the numpy dtype name of the values ('' for string/binary).\n"
+      "Parses a type ('int64', 'float32[16]', 'string', 'list<int32>',\n"
+      "'list<struct<role: string, content: string?>>') into (kind, scalar, shape,\n"
+      "canonical text); kind is 'fixed', 'string', 'binary', 'list' (of non-null\n"
+      "scalars) or 'nested', scalar the numpy dtype name of the values ('' for\n"
+      "string/binary/nested).\n"
       "Raises ValueError for an unknown type.");
   m.def(
       "parse_schema",

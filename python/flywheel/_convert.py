@@ -207,6 +207,11 @@ def column_to_core(name: str, type_text: str, nullable: bool, data: Any):
         return _fixed(where, dtype, shape, nullable, data)
     if kind in ("string", "binary"):
         return _bytes(where, kind, data)
+    if kind == "nested":
+        # Python objects (dicts, lists, None), converted in C++ (docs/python.md).
+        if isinstance(data, (str, bytes)) or not hasattr(data, "__iter__"):
+            raise TypeError(f"{where}: need a list of values, one per row, got {type(data).__name__}")
+        return (data if isinstance(data, list) else list(data), None, None)
     return _list(where, dtype, nullable, data)
 
 

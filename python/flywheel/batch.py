@@ -14,7 +14,24 @@ from __future__ import annotations
 from collections.abc import MutableMapping
 from typing import Any, Iterator, Mapping, Optional
 
-__all__ = ["Batch", "ArrowStream"]
+__all__ = ["Batch", "ArrowStream", "column_to_pylist"]
+
+
+def column_to_pylist(col: Any) -> list:
+    """One column of a batch (any form :meth:`flywheel.Table.scan` gives) as a
+    list of Python values, None for nulls."""
+    import numpy as np
+    if isinstance(col, list):
+        return col
+    if hasattr(col, "to_list"):  # ListArray
+        return col.to_list()
+    if isinstance(col, np.ma.MaskedArray):
+        data = np.ma.getdata(col).tolist()
+        mask = np.ma.getmaskarray(col)
+        if mask.ndim > 1:
+            mask = mask.reshape(mask.shape[0], -1).any(axis=1)
+        return [None if m else v for v, m in zip(data, mask.tolist())]
+    return np.asarray(col).tolist()
 
 
 class Batch(MutableMapping):
@@ -54,6 +71,14 @@ class Batch(MutableMapping):
 
     def keys(self):
         return self._cols.keys()
+
+    def to_pylist(self) -> list:
+        """The rows as a list of ``{column: value}`` dicts of plain Python
+        values: nested columns as dicts, lists and None; tensors as nested
+        lists; masked (null) values as None."""
+        names = list(self._cols)
+        cols = [column_to_pylist(self._cols[n]) for n in names]
+        return [dict(zip(names, row)) for row in zip(*cols)]
 
     def items(self):
         return self._cols.items()

@@ -124,7 +124,10 @@ class Table:
             or the text form ``"x:int64, emb:float32[16], name:string?"``. A
             trailing ``?`` makes a column nullable. Types: bool, int8..int64,
             uint8..uint64, float16, float32, float64, tensors such as
-            ``uint8[32,32,3]``, string, binary, ``list<int32>``.
+            ``uint8[32,32,3]``, string, binary, and nested types at any depth:
+            ``list<int32>``, ``list<string?>``, ``map<string, float64>``,
+            ``list<struct<role: string, content: string?>>`` (``?`` inside
+            marks that value nullable; docs/format/types.md).
           codec: page codec for data written later: "none" (pages are mapped
             zero-copy), "lz4" or "zstd".
           page_size: target uncompressed bytes per page (1 KiB..64 MiB);
@@ -153,6 +156,49 @@ class Table:
         t = cls(core)
         t._written("create", None)
         return t
+
+    @classmethod
+    def from_pylist(cls, path: PathLike, rows: Sequence[Mapping[str, Any]], schema: Any = None, *,
+                    codec: str = "none", page_size: Optional[int] = None,
+                    properties: Optional[Mapping[str, Any]] = None) -> "Table":
+        """Creates a table at ``path`` from a list of row dicts of Python
+        values (nested columns as dicts, lists and None), the inverse of
+        :meth:`to_pylist`: ``Table.from_pylist(p, rows, s).to_pylist() == rows``
+        for rows that hold every column.
+
+        ``schema`` as :meth:`create` takes it (a key a row lacks reads null);
+        None infers one with ``pyarrow.Table.from_pylist`` (every column and
+        nested value nullable). A failure (a key outside the schema, a value
+        of the wrong type: KeyError/TypeError/ValueError naming the row and
+        path) leaves no table behind.
+        """
+        rows = list(rows)
+        for i, r in enumerate(rows):
+            if not isinstance(r, Mapping):
+                raise TypeError(f"row {i} is a {type(r).__name__}, need a dict of column -> value")
+        if schema is None:
+            import pyarrow as pa
+            return cls.create(path, pa.Table.from_pylist(rows), codec=codec, page_size=page_size,
+                              properties=properties)
+        t = cls.create(path, schema, codec=codec, page_size=page_size, properties=properties)
+        try:
+            names = list(t.schema)
+            for i, r in enumerate(rows):
+                for k in r:
+                    if k not in t.schema:
+                        raise KeyError(f"row {i}: no column '{k}' in the schema ({', '.join(names)})")
+            if rows:
+                t.append({n: [r.get(n) for r in rows] for n in names}, properties)
+        except BaseException:
+            shutil.rmtree(t.path, ignore_errors=True)
+            raise
+        return t
+
+    def to_pylist(self, columns: Optional[Sequence[str]] = None) -> list:
+        """This version's rows as a list of ``{column: value}`` dicts of plain
+        Python values (nested columns as dicts, lists and None; maps as
+        dicts; tensors as nested lists; nulls as None)."""
+        return self.to_dict(columns).to_pylist()
 
     @classmethod
     def open(cls, path: PathLike, version: Optional[int] = None, tag: Optional[str] = None) -> "Table":

@@ -291,9 +291,11 @@ def test_unsupported_type_is_refused_naming_the_column(tmp_path):
         flywheel.Table.create(path, src)
     import os
     assert not os.path.exists(path)  # nothing left behind
-    nested = pa.table({"m": pa.array([{"role": "user", "content": "hi"}])})
-    with pytest.raises(ValueError, match=r"column 'm'.*struct"):
+    # Inside a nested type, the error names the path to the field.
+    nested = pa.table({"m": pa.array([{"role": "user", "price": decimal.Decimal("1.25")}])})
+    with pytest.raises(ValueError, match=r"column 'm.price'.*decimal\(3,2\)"):
         flywheel.Table.create(path, nested)
+    assert not os.path.exists(path)
 
 
 def test_bad_appends_commit_nothing(tmp_path):

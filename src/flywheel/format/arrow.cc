@@ -618,7 +618,7 @@ Status Unsupported(const std::string& column, const ArrowSchema& s, std::string_
       "column '", column, "': Arrow type ", ArrowTypeText(s), " is not supported by flywheel",
       why.empty() ? "" : " (", AsAbsl(why), why.empty() ? "" : ")",
       "; supported: bool, int8..int64, uint8..uint64, float16/32/64, string/large_string/string_view, "
-      "binary/large_binary/binary_view, list/large_list of a number, fixed_size_list or "
+      "binary/large_binary/binary_view, list/large_list, struct and map of these, fixed_size_list or "
       "arrow.fixed_shape_tensor of a number, timestamps, dates, times and durations, and dictionaries of "
       "these (docs/arrow.md)"));
 }

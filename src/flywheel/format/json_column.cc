@@ -19,36 +19,37 @@ using nlohmann::json;
 namespace {
 
 // Appends one scalar element of type `id` from JSON `v` to `out`.
-Status PutScalar(TypeId id, const json& v, std::string* out) {
+template <typename J>
+Status PutScalar(TypeId id, const J& v, std::string* out) {
   auto put = [&](auto x) { out->append(reinterpret_cast<const char*>(&x), sizeof x); };
   if (id == TypeId::kBool) {
     if (!v.is_boolean() && !v.is_number()) return absl::InvalidArgumentError("expected a boolean");
-    put(static_cast<uint8_t>(v.is_boolean() ? v.get<bool>() : v.get<double>() != 0));
+    put(static_cast<uint8_t>(v.is_boolean() ? v.template get<bool>() : v.template get<double>() != 0));
     return absl::OkStatus();
   }
   if (!v.is_number()) return absl::InvalidArgumentError(absl::StrCat("expected a number, got ", v.dump()));
   const bool integral = v.is_number_integer();
   auto int_in = [&](int64_t lo, uint64_t hi) -> Status {
     if (!integral) return absl::InvalidArgumentError(absl::StrCat("expected an integer, got ", v.dump()));
-    if (v.is_number_unsigned() ? v.get<uint64_t>() > hi : (v.get<int64_t>() < lo || (v.get<int64_t>() >= 0 && static_cast<uint64_t>(v.get<int64_t>()) > hi))) {
+    if (v.is_number_unsigned() ? v.template get<uint64_t>() > hi : (v.template get<int64_t>() < lo || (v.template get<int64_t>() >= 0 && static_cast<uint64_t>(v.template get<int64_t>()) > hi))) {
       return absl::InvalidArgumentError(absl::StrCat(v.dump(), " is out of range for ", AsAbsl(TypeIdName(id))));
     }
     return absl::OkStatus();
   };
   switch (id) {
-    case TypeId::kInt8: FW_RETURN_IF_ERROR(int_in(INT8_MIN, INT8_MAX)); put(static_cast<int8_t>(v.get<int64_t>())); break;
-    case TypeId::kInt16: FW_RETURN_IF_ERROR(int_in(INT16_MIN, INT16_MAX)); put(static_cast<int16_t>(v.get<int64_t>())); break;
-    case TypeId::kInt32: FW_RETURN_IF_ERROR(int_in(INT32_MIN, INT32_MAX)); put(static_cast<int32_t>(v.get<int64_t>())); break;
-    case TypeId::kInt64: FW_RETURN_IF_ERROR(int_in(INT64_MIN, INT64_MAX)); put(v.get<int64_t>()); break;
-    case TypeId::kUInt8: FW_RETURN_IF_ERROR(int_in(0, UINT8_MAX)); put(static_cast<uint8_t>(v.get<uint64_t>())); break;
-    case TypeId::kUInt16: FW_RETURN_IF_ERROR(int_in(0, UINT16_MAX)); put(static_cast<uint16_t>(v.get<uint64_t>())); break;
-    case TypeId::kUInt32: FW_RETURN_IF_ERROR(int_in(0, UINT32_MAX)); put(static_cast<uint32_t>(v.get<uint64_t>())); break;
-    case TypeId::kUInt64: FW_RETURN_IF_ERROR(int_in(0, UINT64_MAX)); put(v.get<uint64_t>()); break;
-    case TypeId::kFloat32: put(v.get<float>()); break;
-    case TypeId::kFloat64: put(v.get<double>()); break;
+    case TypeId::kInt8: FW_RETURN_IF_ERROR(int_in(INT8_MIN, INT8_MAX)); put(static_cast<int8_t>(v.template get<int64_t>())); break;
+    case TypeId::kInt16: FW_RETURN_IF_ERROR(int_in(INT16_MIN, INT16_MAX)); put(static_cast<int16_t>(v.template get<int64_t>())); break;
+    case TypeId::kInt32: FW_RETURN_IF_ERROR(int_in(INT32_MIN, INT32_MAX)); put(static_cast<int32_t>(v.template get<int64_t>())); break;
+    case TypeId::kInt64: FW_RETURN_IF_ERROR(int_in(INT64_MIN, INT64_MAX)); put(v.template get<int64_t>()); break;
+    case TypeId::kUInt8: FW_RETURN_IF_ERROR(int_in(0, UINT8_MAX)); put(static_cast<uint8_t>(v.template get<uint64_t>())); break;
+    case TypeId::kUInt16: FW_RETURN_IF_ERROR(int_in(0, UINT16_MAX)); put(static_cast<uint16_t>(v.template get<uint64_t>())); break;
+    case TypeId::kUInt32: FW_RETURN_IF_ERROR(int_in(0, UINT32_MAX)); put(static_cast<uint32_t>(v.template get<uint64_t>())); break;
+    case TypeId::kUInt64: FW_RETURN_IF_ERROR(int_in(0, UINT64_MAX)); put(v.template get<uint64_t>()); break;
+    case TypeId::kFloat32: put(v.template get<float>()); break;
+    case TypeId::kFloat64: put(v.template get<double>()); break;
     case TypeId::kFloat16: {
       // Round-to-nearest conversion of a float to IEEE half.
-      const float f = v.get<float>();
+      const float f = v.template get<float>();
       uint32_t x;
       std::memcpy(&x, &f, 4);
       const uint32_t sign = (x >> 16) & 0x8000;
@@ -80,9 +81,10 @@ Status PutScalar(TypeId id, const json& v, std::string* out) {
 }
 
 // Flattens a (nested) JSON array of exactly `n` scalars.
-Status PutTensor(TypeId id, const json& v, int64_t n, std::string* out) {
+template <typename J>
+Status PutTensor(TypeId id, const J& v, int64_t n, std::string* out) {
   int64_t count = 0;
-  std::function<Status(const json&)> walk = [&](const json& x) -> Status {
+  std::function<Status(const J&)> walk = [&](const J& x) -> Status {
     if (x.is_array()) {
       for (const auto& e : x) FW_RETURN_IF_ERROR(walk(e));
       return absl::OkStatus();
@@ -131,7 +133,8 @@ nlohmann::ordered_json ScalarJson(TypeId id, const uint8_t* p) {
 
 namespace {
 
-std::string Shown(const json& v) {
+template <typename J>
+std::string Shown(const J& v) {
   std::string s = v.dump(-1, ' ', false, json::error_handler_t::replace);
   return s.size() > 40 ? s.substr(0, 37) + "..." : s;
 }
@@ -185,7 +188,10 @@ struct JsonColumnBuilder::Impl {
     }
   }
 
-  Status Append(const json* v, const std::string& path) {
+  // J: nlohmann::json or nlohmann::ordered_json (which keeps a map's
+  // entries in the order the document gives them).
+  template <typename J>
+  Status Append(const J* v, const std::string& path) {
     if (v == nullptr || v->is_null()) {
       if (!nullable) return Fail(path, "is null but the type does not allow null (add '?' to allow it)");
       Placeholder(true);
@@ -208,13 +214,13 @@ struct JsonColumnBuilder::Impl {
       const bool string_keys = type.children[0].type.id == TypeId::kString;
       if (v->is_object() && string_keys) {
         for (auto it = v->begin(); it != v->end(); ++it) {
-          const json key = it.key();
+          const J key = it.key();
           FW_RETURN_IF_ERROR(children[0].Append(&key, absl::StrCat(path, "[key]")));
           FW_RETURN_IF_ERROR(children[1].Append(&it.value(), absl::StrCat(path, "[\"", it.key(), "\"]")));
         }
       } else if (v->is_array()) {
         size_t i = 0;
-        for (const json& pair : *v) {
+        for (const J& pair : *v) {
           const std::string at = absl::StrCat(path, "[", i++, "]");
           if (!pair.is_array() || pair.size() != 2) return Fail(at, "expected a [key, value] pair");
           if (pair[0].is_null()) return Fail(at, "map keys cannot be null");
@@ -230,10 +236,10 @@ struct JsonColumnBuilder::Impl {
       if (!v->is_array()) return Fail(path, absl::StrCat("expected an array for ", type.ToString(), ", got ", Shown(*v)));
       if (type.is_nested()) {
         size_t i = 0;
-        for (const json& e : *v) FW_RETURN_IF_ERROR(children[0].Append(&e, absl::StrCat(path, "[", i++, "]")));
+        for (const J& e : *v) FW_RETURN_IF_ERROR(children[0].Append(&e, absl::StrCat(path, "[", i++, "]")));
       } else {
         size_t i = 0;
-        for (const json& e : *v) {
+        for (const J& e : *v) {
           if (e.is_null()) return Fail(absl::StrCat(path, "[", i, "]"), "is null but list elements of " + type.ToString() + " are not nullable");
           FW_RETURN_IF_ERROR_CTX(PutScalar(type.elem, e, &values), path, "[", i, "]");
           ++i;
@@ -245,13 +251,13 @@ struct JsonColumnBuilder::Impl {
       if (!s.ok()) return Fail(path, std::string(s.message()));
     } else if (type.id == TypeId::kString) {
       if (!v->is_string()) return Fail(path, absl::StrCat("expected a string, got ", Shown(*v)));
-      values += v->get_ref<const std::string&>();
+      values += v->template get_ref<const std::string&>();
       EndOffsets();
     } else {  // binary
       if (v->is_string()) {
-        values += v->get_ref<const std::string&>();
-      } else if (v->is_object() && v->size() == 1 && v->contains("hex") && (*v)["hex"].is_string()) {
-        const std::string& h = (*v)["hex"].get_ref<const std::string&>();
+        values += v->template get_ref<const std::string&>();
+      } else if (v->is_object() && v->size() == 1 && v->contains("hex") && v->at("hex").is_string()) {
+        const std::string& h = v->at("hex").template get_ref<const std::string&>();
         if (h.size() % 2 != 0) return Fail(path, "hex text has an odd number of digits");
         for (size_t i = 0; i < h.size(); i += 2) {
           const int hi = HexDigit(h[i]), lo = HexDigit(h[i + 1]);
@@ -294,9 +300,9 @@ JsonColumnBuilder::JsonColumnBuilder(JsonColumnBuilder&&) noexcept = default;
 JsonColumnBuilder& JsonColumnBuilder::operator=(JsonColumnBuilder&&) noexcept = default;
 
 Status JsonColumnBuilder::AppendText(std::string_view text) {
-  json v;
+  nlohmann::ordered_json v;
   try {
-    v = json::parse(text.begin(), text.end());
+    v = nlohmann::ordered_json::parse(text.begin(), text.end());
   } catch (const json::exception& e) {
     return absl::InvalidArgumentError(absl::StrCat("invalid JSON: ", e.what()));
   }
@@ -323,6 +329,10 @@ using format::ScalarJson;
 using nlohmann::json;
 
 Status AppendJson(JsonColumnBuilder& b, const json* v, const std::string& where) {
+  return b.impl()->Append(v, where);
+}
+
+Status AppendJson(JsonColumnBuilder& b, const nlohmann::ordered_json* v, const std::string& where) {
   return b.impl()->Append(v, where);
 }
 

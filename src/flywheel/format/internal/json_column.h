@@ -20,6 +20,7 @@ using format::JsonColumnBuilder;
 // Appends `v` (nullptr: absent, read as null) as one row; errors name the
 // path inside the value, prefixed by `where`.
 Status AppendJson(JsonColumnBuilder& b, const nlohmann::json* v, const std::string& where = "");
+Status AppendJson(JsonColumnBuilder& b, const nlohmann::ordered_json* v, const std::string& where = "");
 // Row `row` of `c` as a JSON value; struct keys in field order.
 nlohmann::ordered_json ValueJson(const Column& c, int64_t row);
 

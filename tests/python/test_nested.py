@@ -1,0 +1,236 @@
+"""Nested types through tables and Python: struct, list of anything, map, with
+nulls at every level (issue: nested types end to end).
+
+Round trips through Python objects (from_pylist / to_pylist), through Arrow
+(pyarrow and DuckDB read what flywheel exports, flywheel ingests what they
+write), zero-copy leaves, and the errors bad values and types get.
+"""
+
+import os
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+import flywheel
+from flywheel import _core
+
+# (schema, rows): the shapes users' datasets have, nulls wherever allowed.
+CHAT = "list<struct<role: string, content: string?>>?"
+SHAPES = {
+    "chat": (CHAT, [
+        [{"role": "system", "content": "be brief"}, {"role": "user", "content": "2+2?"},
+         {"role": "assistant", "content": None}],
+        [],
+        None,
+        [{"role": "user", "content": ""}],
+    ]),
+    "image": ("struct<bytes: binary?, path: string?>?", [
+        {"bytes": b"\x89PNG\r\n\x1a\n", "path": "a.png"},
+        {"bytes": None, "path": "b.png"},
+        None,
+        {"bytes": b"", "path": None},
+    ]),
+    "tags": ("list<string?>?", [["a", "b"], [], None, [None, "c", None]]),
+    "ragged": ("list<list<int64>?>?", [[[1, 2], [3]], [[]], None, [None, [4, 5, 6]]]),
+    "scores": ("map<string, float64?>?", [{"a": 1.5, "b": None}, {}, None, {"z": -2.25}]),
+    "episode": ("struct<id: int64, turns: list<struct<role: string, tokens: list<int32>>>?>?", [
+        {"id": 1, "turns": [{"role": "user", "tokens": [1, 2, 3]}, {"role": "assistant", "tokens": []}]},
+        {"id": 2, "turns": None},
+        None,
+        {"id": 3, "turns": []},
+    ]),
+}
+
+
+def _rows(cols):
+    n = len(next(iter(cols.values())))
+    return [{k: v[i] for k, v in cols.items()} for i in range(n)]
+
+
+@pytest.mark.parametrize("shape", sorted(SHAPES))
+def test_pylist_round_trip_is_exact(tmp_path, shape):
+    type_text, values = SHAPES[shape]
+    rows = _rows({"id": list(range(len(values))), "x": values})
+    t = flywheel.Table.from_pylist(str(tmp_path / "t"), rows, {"id": "int64", "x": type_text})
+    assert t.schema == {"id": "int64", "x": type_text}
+    assert t.to_pylist() == rows
+    # Reopened from disk; take in any order, with repeats.
+    t = flywheel.Table.open(str(tmp_path / "t"))
+    assert t.take([3, 0, 0]).to_pylist() == [rows[3], rows[0], rows[0]]
+    assert t.take([2])["x"] == [None]
+    # scan gives the same Python objects batch by batch.
+    got = [r for b in t.scan(batch_rows=3) for r in b.to_pylist()]
+    assert got == rows
+
+
+def test_a_null_list_an_empty_list_and_a_list_holding_a_null_differ(tmp_path):
+    rows = [{"x": None}, {"x": []}, {"x": [None]}]
+    t = flywheel.Table.from_pylist(str(tmp_path / "t"), rows, {"x": "list<int64?>?"})
+    assert t.to_pylist() == rows
+    arr = t.to_arrow()["x"].combine_chunks()
+    assert arr.is_null().to_pylist() == [True, False, False]
+    assert arr.value_lengths().to_pylist() == [None, 0, 1]
+    assert arr.flatten().is_null().to_pylist() == [True]
+
+
+def test_arrow_round_trip_keeps_types_and_values(tmp_path):
+    src = pa.table({
+        "messages": pa.array(SHAPES["chat"][1], pa.list_(pa.struct([("role", pa.string()), ("content", pa.string())]))),
+        "image": pa.array(SHAPES["image"][1], pa.struct([("bytes", pa.binary()), ("path", pa.string())])),
+        "tags": pa.array(SHAPES["tags"][1], pa.list_(pa.string())),
+        "ragged": pa.array(SHAPES["ragged"][1], pa.list_(pa.list_(pa.int64()))),
+        "scores": pa.array([list(d.items()) if d is not None else None for d in SHAPES["scores"][1]],
+                           pa.map_(pa.string(), pa.float64())),
+    })
+    t = flywheel.Table.create(str(tmp_path / "t"), src)
+    # Arrow marks children nullable by default: the schema says so exactly.
+    assert t.schema["messages"] == "list<struct<role: string?, content: string?>?>?"
+    assert t.schema["scores"] == "map<string, float64?>?"
+    back = t.to_arrow()
+    assert back.to_pylist() == src.to_pylist()
+    # The same types, with flywheel's 64-bit offsets (large_*).
+    assert back.schema.field("messages").type == pa.large_list(
+        pa.field("item", pa.struct([("role", pa.large_string()), ("content", pa.large_string())])))
+    assert back.schema.field("scores").type == pa.map_(pa.large_string(), pa.float64())
+    # Appending Arrow data conforms to a table that declares children not null.
+    t2 = flywheel.Table.create(str(tmp_path / "t2"), {"m": "list<struct<role: string, content: string?>>?"})
+    t2.append(pa.table({"m": src["messages"]}))
+    assert t2.to_pylist() == [{"m": v} for v in SHAPES["chat"][1]]
+    bad = pa.table({"m": pa.array([[{"role": None, "content": "x"}]], src["messages"].type)})
+    with pytest.raises(ValueError, match=r"m\[item\]\.role' holds 1 nulls"):
+        t2.append(bad)
+    assert t2.num_rows == 4  # nothing half-written
+
+
+def test_duckdb_reads_flywheel_nested_columns_value_identical(tmp_path):
+    duckdb = pytest.importorskip("duckdb")
+    rows = _rows({name: vals for name, (_, vals) in SHAPES.items() if name != "scores"})
+    schema = {name: t for name, (t, _) in SHAPES.items() if name != "scores"}
+    t = flywheel.Table.from_pylist(str(tmp_path / "t"), rows, schema)
+    con = duckdb.connect()
+    con.register("t", t.to_arrow())
+    got = con.execute("SELECT chat, image, tags, ragged, episode FROM t").fetchall()
+    assert len(got) == 4
+    # DuckDB returns structs as dicts and lists as lists: the same values.
+    for row, want in zip(got, rows):
+        assert row[0] == want["chat"]
+        assert row[1] == want["image"]
+        assert row[2] == want["tags"]
+        assert row[3] == want["ragged"]
+        assert row[4] == want["episode"]
+    # A nested field path in SQL over the Arrow stream.
+    roles = con.execute("SELECT chat[1].role FROM t").fetchall()
+    assert roles == [("system",), (None,), (None,), ("user",)]
+
+
+def test_duckdb_written_nested_data_ingests_with_duckdbs_schema(tmp_path):
+    duckdb = pytest.importorskip("duckdb")
+    con = duckdb.connect()
+    rel = con.execute("""
+        SELECT * FROM (VALUES
+          ([{'role': 'user', 'content': 'hi'}, {'role': 'assistant', 'content': NULL}],
+           {'bytes': '\\x89PNG'::BLOB, 'path': 'a.png'}, ['a', NULL], [[1, 2], []], MAP {'k': 1.5::DOUBLE}),
+          ([], NULL, NULL, NULL, MAP {}),
+          (NULL, {'bytes': NULL, 'path': NULL}, [], [NULL, [3]], NULL)
+        ) v(messages, image, tags, ragged, scores)""").to_arrow_table()
+    t = flywheel.Table.create(str(tmp_path / "t"), rel)
+    assert t.schema == {
+        "messages": "list<struct<role: string?, content: string?>?>?",
+        "image": "struct<bytes: binary?, path: string?>?",
+        "tags": "list<string?>?",
+        "ragged": "list<list<int32?>?>?",
+        "scores": "map<string, float64?>?",
+    }
+    back = t.to_arrow()
+    assert back.to_pylist() == rel.to_pylist()
+    # And DuckDB reads flywheel's export back equal to what it wrote.
+    con.register("back", back)
+    assert con.execute("SELECT * FROM back").fetchall() == con.execute("SELECT * FROM rel").fetchall()
+
+
+def test_leaves_are_zero_copy_arrow_views_of_the_mapped_files(tmp_path):
+    t = flywheel.Table.from_pylist(str(tmp_path / "t"), [{"x": [i, None, i * 2]} for i in range(1000)],
+                                   {"x": "list<int64?>"})
+    batch = next(t.scan())
+    rb = pa.record_batch(batch)
+    values = rb.column(0).values  # the int64 leaf
+    assert values.to_pylist()[:6] == [0, None, 0, 1, None, 2]
+    leaf = np.frombuffer(values.buffers()[1], dtype=np.int64)
+    offsets = np.frombuffer(rb.column(0).buffers()[1], dtype=np.int64)
+    assert _core._mapped_file(leaf) is not None
+    assert _core._mapped_file(offsets) is not None
+    assert _core._mapped_file(leaf).startswith(t.path)
+
+
+def test_empty_tables_and_all_null_columns(tmp_path):
+    t = flywheel.Table.from_pylist(str(tmp_path / "e"), [], {"m": CHAT})
+    assert t.num_rows == 0 and t.to_pylist() == []
+    assert t.to_arrow().num_rows == 0
+    rows = [{"m": None}] * 5
+    t = flywheel.Table.from_pylist(str(tmp_path / "n"), rows, {"m": CHAT})
+    assert t.to_pylist() == rows
+    # A nested column added later reads null in the rows before it.
+    t = flywheel.Table.from_pylist(str(tmp_path / "a"), [{"id": 1}], {"id": "int64"})
+    t.add_column("meta", "struct<lang: string?>?")
+    t.append({"id": [2], "meta": [{"lang": "en"}]})
+    assert t.to_pylist() == [{"id": 1, "meta": None}, {"id": 2, "meta": {"lang": "en"}}]
+
+
+def test_bad_values_name_the_row_and_path_and_write_nothing(tmp_path):
+    path = str(tmp_path / "t")
+    with pytest.raises(ValueError, match=r"column 'm'.*row 1: \[0\]\.role: expected a string, got 7"):
+        flywheel.Table.from_pylist(path, [{"m": []}, {"m": [{"role": 7, "content": "x"}]}], {"m": CHAT})
+    assert not os.path.exists(path)
+    t = flywheel.Table.create(path, {"m": CHAT})
+    with pytest.raises(ValueError, match=r"row 0: \[0\]: key 'name' is not a field of struct"):
+        t.append({"m": [[{"role": "user", "content": "x", "name": "bob"}]]})
+    with pytest.raises(ValueError, match=r"row 0: \[0\]\.role: is null but the type does not allow null"):
+        t.append({"m": [[{"content": "x"}]]})
+    with pytest.raises(ValueError, match="map keys cannot be null"):
+        flywheel.Table.create(str(tmp_path / "k"), {"m": "map<string?, int64>"})
+    with pytest.raises(ValueError, match="duplicate struct field name 'a'"):
+        flywheel.Table.create(str(tmp_path / "d"), {"m": "struct<a: int64, a: string>"})
+    deep = "list<" * 40 + "int8?" + ">" * 40
+    with pytest.raises(ValueError, match="nest at most 32 levels"):
+        flywheel.Table.create(str(tmp_path / "deep"), {"m": deep})
+    with pytest.raises(ValueError, match=r"character 19: unknown type 'strin'"):
+        flywheel.Table.create(str(tmp_path / "typo"), {"m": "list<struct<role: strin>>"})
+    assert t.num_rows == 0 and t.version == 1
+
+
+FIXTURE = os.path.join(os.path.dirname(__file__), "..", "..", "testdata", "tables", "v1_flat")
+
+
+def test_tables_written_before_nested_types_open_and_scan_unchanged(tmp_path):
+    """testdata/tables/v1_flat was written by flywheel before nested types
+    (create, append 40 rows, delete one, add a column with a default);
+    v1_flat.expected.jsonl is what that build's `table head --json` printed."""
+    import json
+    import shutil
+    import subprocess
+    path = str(tmp_path / "t")
+    shutil.copytree(FIXTURE, path)
+    with open(FIXTURE + ".expected.jsonl") as f:
+        expected = [json.loads(line) for line in f]
+    t = flywheel.Table.open(path)
+    assert t.version == 4
+    assert t.schema == {"id": "int64", "name": "string?", "tok": "list<int32>", "emb": "float32[2]",
+                        "raw": "binary?", "extra": "int16"}
+    got = t.to_pylist()
+    for row in got:
+        row["raw"] = None if row["raw"] is None else {"hex": row["raw"].hex()}
+    assert got == expected
+    assert flywheel.Table.open(path, version=2).num_rows == 40
+    out = subprocess.run([os.environ.get("FLYWHEEL_BIN", "flywheel"), "table", "head", path, "--json", "-n", "100"],
+                         check=True, capture_output=True, text=True).stdout
+    assert [json.loads(line) for line in out.splitlines()] == expected
+    # Writing to it keeps its files readable by that older build: flat
+    # columns still make version 1 shards without required features.
+    t.append({"id": [100], "name": ["new"], "tok": [[1]], "emb": [[0.0, 1.0]], "raw": [b"x"], "extra": [1]})
+    data = [f for f in os.listdir(os.path.join(path, "data")) if f.endswith(".shard")]
+    for name in data:
+        with open(os.path.join(path, "data", name), "rb") as f:
+            f.seek(-8, os.SEEK_END)
+            tail = f.read(4)
+        assert tail == b"\x01\x00\x00\x00", name  # version 1, features 0
