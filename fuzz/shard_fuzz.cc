@@ -7,12 +7,14 @@
 //     page index checks, the decompressors and the page body checks.
 // Either way the reader must return an error or columns that pass
 // Column::Validate and whose every byte can be read; never crash, leak or hang.
+// Seeds include files with nested columns (struct, list, map pages).
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <string>
 
 #include "flywheel/base/checksum.h"
+#include "flywheel/format/json_column.h"
 #include "flywheel/format/shard.h"
 #include "flywheel/io/file_system.h"
 
@@ -28,6 +30,11 @@ uint64_t Touch(const Column& c) {
   if (!c.Validate("fuzz").ok()) __builtin_trap();  // the reader returned a broken column
   uint64_t h = static_cast<uint64_t>(c.null_count);
   const int64_t n = c.length < (1 << 14) ? c.length : (1 << 14);
+  if (c.type.is_nested()) {
+    // Every value of every child, as JSON text.
+    for (int64_t i = 0; i < n; ++i) h += flywheel::format::ValueToJson(c, i).size();
+    return h;
+  }
   for (int64_t i = 0; i < n; ++i) {
     h += c.IsValid(i);
     if (c.type.is_fixed_width()) {

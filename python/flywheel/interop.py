@@ -34,7 +34,8 @@ def _strs(x: Optional[Union[str, Sequence[str]]]) -> List[str]:
 
 def read_parquet(path: str, columns: Optional[Sequence[str]] = None, threads: int = 0) -> Dict[str, Any]:
     """The file's columns as ``{name: data}``; ``columns`` picks top-level
-    fields (a struct brings all its flattened fields). Row groups are read in
+    fields (nested ones as lists of Python objects: structs as dicts, lists as
+    lists, maps as dicts, None for nulls). Row groups are read in
     parallel on ``threads`` threads (0: one per CPU).
 
     Raises FileNotFoundError for a missing file, KeyError for an unknown

@@ -948,6 +948,7 @@ Result<Column> ImportColumn(const ArrowSchema& s, const ArrowArray& a, int64_t p
       FW_ASSIGN_OR_RETURN(Column ch, ImportColumn(*s.children[i], *a.children[i], offset, rows, f.type, owner, path));
       c.children.push_back(std::move(ch));
     }
+    FW_RETURN_IF_ERROR(ClearChildNullsUnderNullRows(&c, column));
     return c;
   }
   if (type.is_nested()) {
@@ -1106,12 +1107,16 @@ Status ConformNested(Column& c, const DataType& target, const std::string& path)
     if (c.type.children[i].name != want.name) return absl::InvalidArgumentError("");
     Column& ch = c.children[i];
     FW_RETURN_IF_ERROR(ConformNested(ch, want.type, sub));
-    if (!want.nullable && ch.null_count > 0) {
+    // A struct's fields may hold nulls in its null rows (cleared below).
+    if (!want.nullable && ch.null_count > 0 && target.id != TypeId::kStruct) {
       return absl::InvalidArgumentError(absl::StrCat("'", sub, "' holds ", ch.null_count, " nulls"));
     }
-    if (!want.nullable) ch.validity = {};
   }
   c.type = target;
+  if (target.id == TypeId::kStruct) {
+    Status s = ClearChildNullsUnderNullRows(&c, path);
+    if (!s.ok()) return absl::InvalidArgumentError(std::string(s.message()));
+  }
   return absl::OkStatus();
 }
 

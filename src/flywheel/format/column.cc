@@ -199,6 +199,24 @@ void SetValidity(Column& c, const std::vector<bool>& valid) {
   c.validity = nulls ? Buffer::FromVector(std::move(bits)) : Buffer{};
 }
 
+Status ClearChildNullsUnderNullRows(Column* c, std::string_view what) {
+  if (c->type.id != TypeId::kStruct) return absl::OkStatus();
+  for (size_t k = 0; k < c->children.size() && k < c->type.children.size(); ++k) {
+    const Field& f = c->type.children[k];
+    Column& ch = c->children[k];
+    if (f.nullable || ch.null_count == 0 || ch.validity.empty()) continue;
+    for (int64_t i = 0; i < c->length && i < ch.length; ++i) {
+      if (!ch.IsValid(i) && c->IsValid(i)) {
+        return absl::InvalidArgumentError(absl::StrCat("column '", AsAbsl(what), ".", f.name, "' is null in row ", i,
+                                                       " but is not nullable"));
+      }
+    }
+    ch.validity = {};
+    ch.null_count = 0;
+  }
+  return absl::OkStatus();
+}
+
 Column MakeNullColumn(const DataType& type, int64_t length, bool nullable) {
   Column c;
   c.type = type;

@@ -138,6 +138,12 @@ void SetValidity(Column& c, const std::vector<bool>& valid);
 // A column of `length` nulls (or zero/empty values when !nullable).
 Column MakeNullColumn(const DataType& type, int64_t length, bool nullable);
 
+// For a struct column: nulls that a non-nullable field holds only in rows
+// where the struct itself is null are not values (Arrow and Parquet readers
+// give them so); clears them. InvalidArgument naming the field when such a
+// field is null in a row where the struct is valid.
+Status ClearChildNullsUnderNullRows(Column* c, std::string_view what);
+
 // Concatenates columns of one type into a new column.
 Column ConcatColumns(const std::vector<Column>& parts);
 // Gathers rows `indices` (each in [0, c.length)) into a new column.

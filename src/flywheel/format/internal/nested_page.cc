@@ -1,4 +1,4 @@
-// Implements docs/format/shard.md, section 3.4 (nested page bodies).
+// Implements docs/format/shard.md, section 3.3 (nested page bodies).
 #include "flywheel/format/internal/nested_page.h"
 
 #include <cstring>

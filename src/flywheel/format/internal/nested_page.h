@@ -1,5 +1,5 @@
 // Page bodies of nested columns (struct, map, list of anything but non-null
-// scalars) in shard files: docs/format/shard.md, section 3.4.
+// scalars) in shard files: docs/format/shard.md, section 3.3.
 //
 // A nested page holds rows [first, first + n) of one column as its tree of
 // child columns, Arrow-like: a node table (one entry per node of the type,

@@ -17,18 +17,6 @@ using format::Column;
 using format::DataType;
 using format::TypeId;
 
-bool IsNumeric(ValueKind k) {
-  switch (k) {
-    case ValueKind::kBool: case ValueKind::kInt8: case ValueKind::kInt16: case ValueKind::kInt32:
-    case ValueKind::kInt64: case ValueKind::kUInt8: case ValueKind::kUInt16: case ValueKind::kUInt32:
-    case ValueKind::kUInt64: case ValueKind::kFloat16: case ValueKind::kFloat32: case ValueKind::kFloat64:
-    case ValueKind::kDate32: case ValueKind::kTime32: case ValueKind::kTime64: case ValueKind::kTimestamp:
-      return true;
-    default:
-      return false;
-  }
-}
-
 // The flywheel scalar a Parquet value kind is stored as.
 TypeId ScalarId(const ValueType& t) {
   switch (t.kind) {
@@ -50,81 +38,6 @@ TypeId ScalarId(const ValueType& t) {
   }
 }
 
-bool ListAsJson(const Field& f) {
-  const Field& e = f.children.at(0);
-  return !IsNumeric(e.type.kind);
-}
-
-Status Flatten(const Field& f, const std::string& prefix, bool parent_nullable, std::vector<format::Field>* out) {
-  const std::string name = prefix.empty() ? f.name : absl::StrCat(prefix, ".", f.name);
-  const bool nullable = parent_nullable || f.nullable || f.type.kind == ValueKind::kNull;
-  if (f.type.kind == ValueKind::kStruct) {
-    for (const Field& c : f.children) FW_RETURN_IF_ERROR(Flatten(c, name, nullable, out));
-    return absl::OkStatus();
-  }
-  format::Field ff;
-  ff.name = name;
-  ff.nullable = nullable;
-  if (f.type.kind == ValueKind::kList) {
-    ff.type = ListAsJson(f) ? DataType::String() : DataType::List(ScalarId(f.children[0].type));
-  } else {
-    ff.type = DataType::Scalar(ScalarId(f.type));
-  }
-  out->push_back(std::move(ff));
-  return absl::OkStatus();
-}
-
-// ---- JSON text of nested values -------------------------------------------
-
-void AppendJsonString(std::string_view s, std::string* out) {
-  out->push_back('"');
-  for (unsigned char c : s) {
-    switch (c) {
-      case '"': *out += "\\\""; break;
-      case '\\': *out += "\\\\"; break;
-      case '\n': *out += "\\n"; break;
-      case '\r': *out += "\\r"; break;
-      case '\t': *out += "\\t"; break;
-      default:
-        if (c < 0x20) {
-          char buf[8];
-          std::snprintf(buf, sizeof buf, "\\u%04x", c);
-          *out += buf;
-        } else {
-          out->push_back(static_cast<char>(c));
-        }
-    }
-  }
-  out->push_back('"');
-}
-
-void AppendBase64(const uint8_t* p, size_t n, std::string* out) {
-  static const char* a = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-  out->push_back('"');
-  for (size_t i = 0; i < n; i += 3) {
-    uint32_t v = uint32_t{p[i]} << 16;
-    if (i + 1 < n) v |= uint32_t{p[i + 1]} << 8;
-    if (i + 2 < n) v |= p[i + 2];
-    out->push_back(a[(v >> 18) & 63]);
-    out->push_back(a[(v >> 12) & 63]);
-    out->push_back(i + 1 < n ? a[(v >> 6) & 63] : '=');
-    out->push_back(i + 2 < n ? a[v & 63] : '=');
-  }
-  out->push_back('"');
-}
-
-void AppendDouble(double v, std::string* out) {
-  if (std::isnan(v)) {
-    *out += "\"NaN\"";
-  } else if (std::isinf(v)) {
-    *out += v > 0 ? "\"Infinity\"" : "\"-Infinity\"";
-  } else {
-    char buf[32];
-    auto r = std::to_chars(buf, buf + sizeof buf, v);
-    out->append(buf, r.ptr);
-  }
-}
-
 long double DecimalValue(const uint8_t* p, int width, int scale) {
   __int128 v = 0;
   std::memcpy(&v, p, static_cast<size_t>(width));
@@ -132,150 +45,95 @@ long double DecimalValue(const uint8_t* p, int width, int scale) {
   return static_cast<long double>(v) / std::pow(10.0L, scale);
 }
 
-template <typename T>
-T Load(const Array& a, int64_t i) {
-  T x;
-  std::memcpy(&x, a.values.data() + i * sizeof(T), sizeof(T));
-  return x;
-}
-
-void AppendJson(const Field& f, const Array& a, int64_t i, std::string* out) {
-  if (!a.IsValid(i) || f.type.kind == ValueKind::kNull) {
-    *out += "null";
-    return;
-  }
-  switch (f.type.kind) {
-    case ValueKind::kBool: *out += a.values[i] ? "true" : "false"; return;
-    case ValueKind::kInt8: absl::StrAppend(out, Load<int8_t>(a, i)); return;
-    case ValueKind::kInt16: absl::StrAppend(out, Load<int16_t>(a, i)); return;
-    case ValueKind::kInt32: case ValueKind::kDate32: case ValueKind::kTime32:
-      absl::StrAppend(out, Load<int32_t>(a, i));
-      return;
-    case ValueKind::kInt64: case ValueKind::kTime64: case ValueKind::kTimestamp:
-      absl::StrAppend(out, Load<int64_t>(a, i));
-      return;
-    case ValueKind::kUInt8: absl::StrAppend(out, Load<uint8_t>(a, i)); return;
-    case ValueKind::kUInt16: absl::StrAppend(out, Load<uint16_t>(a, i)); return;
-    case ValueKind::kUInt32: absl::StrAppend(out, Load<uint32_t>(a, i)); return;
-    case ValueKind::kUInt64: absl::StrAppend(out, Load<uint64_t>(a, i)); return;
-    case ValueKind::kFloat16: AppendDouble(HalfToDouble(Load<uint16_t>(a, i)), out); return;
-    case ValueKind::kFloat32: AppendDouble(Load<float>(a, i), out); return;
-    case ValueKind::kFloat64: AppendDouble(Load<double>(a, i), out); return;
-    case ValueKind::kDecimal:
-      AppendDouble(static_cast<double>(DecimalValue(a.values.data() + i * f.type.width, f.type.width, f.type.scale)),
-                   out);
-      return;
-    case ValueKind::kString:
-      AppendJsonString(std::string_view(reinterpret_cast<const char*>(a.values.data()) + a.offsets[i],
-                                        static_cast<size_t>(a.offsets[i + 1] - a.offsets[i])),
-                       out);
-      return;
-    case ValueKind::kBinary:
-      AppendBase64(a.values.data() + a.offsets[i], static_cast<size_t>(a.offsets[i + 1] - a.offsets[i]), out);
-      return;
-    case ValueKind::kFixedBinary:
-      AppendBase64(a.values.data() + i * f.type.width, static_cast<size_t>(f.type.width), out);
-      return;
-    case ValueKind::kList: {
-      out->push_back('[');
-      for (int64_t k = a.offsets[i]; k < a.offsets[i + 1]; ++k) {
-        if (k > a.offsets[i]) out->push_back(',');
-        AppendJson(f.children[0], a.children[0], k, out);
-      }
-      out->push_back(']');
-      return;
-    }
-    case ValueKind::kStruct: {
-      out->push_back('{');
-      for (size_t c = 0; c < f.children.size(); ++c) {
-        if (c) out->push_back(',');
-        AppendJsonString(f.children[c].name, out);
-        out->push_back(':');
-        AppendJson(f.children[c], a.children[c], i, out);
-      }
-      out->push_back('}');
-      return;
-    }
-    case ValueKind::kNull: *out += "null"; return;
-  }
-}
-
-// Validity of `a` combined with an enclosing struct's (`outer`, empty = all valid).
-std::vector<uint8_t> AndValidity(const std::vector<uint8_t>& outer, const Array& a, int64_t* nulls) {
-  *nulls = 0;
-  if (outer.empty() && a.validity.empty()) return {};
-  std::vector<uint8_t> v(static_cast<size_t>((a.length + 7) / 8), 0);
-  for (int64_t i = 0; i < a.length; ++i) {
-    const bool ok = a.IsValid(i) && (outer.empty() || ((outer[i >> 3] >> (i & 7)) & 1));
-    if (ok) {
-      v[i >> 3] |= static_cast<uint8_t>(1u << (i & 7));
-    } else {
-      ++*nulls;
-    }
-  }
-  if (*nulls == 0) return {};
-  return v;
-}
-
-Status Convert(const Field& f, Array a, const std::vector<uint8_t>& outer, const std::string& name,
-               std::vector<Column>* out) {
-  int64_t nulls = 0;
-  std::vector<uint8_t> validity = AndValidity(outer, a, &nulls);
-  if (f.type.kind == ValueKind::kStruct) {
-    for (size_t c = 0; c < f.children.size(); ++c) {
-      FW_RETURN_IF_ERROR(Convert(f.children[c], std::move(a.children[c]), validity,
-                                 absl::StrCat(name, ".", f.children[c].name), out));
-    }
-    return absl::OkStatus();
-  }
-  Column col;
-  col.length = a.length;
-  col.null_count = nulls;
-  if (!validity.empty()) col.validity = Buffer::FromVector(std::move(validity));
+// The table type of a Parquet field (structs stay structs, lists lists, maps
+// maps; decimals become float64, fixed binary binary, UNKNOWN a string).
+Result<DataType> TableType(const Field& f, const std::string& path) {
   const ValueKind k = f.type.kind;
-  if (k == ValueKind::kList && !ListAsJson(f)) {
-    const Array& e = a.children.at(0);
-    if (e.null_count > 0) {
-      for (int64_t i = 0; i < a.length; ++i) {
-        for (int64_t j = a.offsets[i]; j < a.offsets[i + 1]; ++j) {
-          if (!e.IsValid(j)) {
-            return absl::InvalidArgumentError(absl::StrCat(
-                "column ", name, ": row ", i, " has a null list element (elements of list<",
-                AsAbsl(format::TypeIdName(ScalarId(e.type))), "> cannot be null in a table)"));
-          }
-        }
-      }
+  if (k == ValueKind::kStruct) {
+    std::vector<format::Field> fields;
+    for (const Field& c : f.children) {
+      FW_ASSIGN_OR_RETURN(DataType ct, TableType(c, absl::StrCat(path, ".", c.name)));
+      fields.push_back(format::Field{c.name, std::move(ct), c.nullable || c.type.kind == ValueKind::kNull});
     }
-    col.type = DataType::List(ScalarId(e.type));
-    col.offsets = Buffer::FromVector(std::move(a.offsets));
-    if (e.type.kind == ValueKind::kDecimal) {
-      return absl::InvalidArgumentError(absl::StrCat("column ", name, ": lists of decimals are not supported"));
-    }
-    col.values = Buffer::FromVector(std::move(a.children[0].values));
-    out->push_back(std::move(col));
-    return absl::OkStatus();
+    return DataType::Struct(std::move(fields));
   }
-  if (k == ValueKind::kList || k == ValueKind::kNull) {
-    // JSON text per row (all null for kNull).
-    std::string data;
-    std::vector<int64_t> offsets{0};
-    offsets.reserve(static_cast<size_t>(a.length) + 1);
-    for (int64_t i = 0; i < a.length; ++i) {
-      if (k == ValueKind::kList && col.IsValid(i)) AppendJson(f, a, i, &data);
-      offsets.push_back(static_cast<int64_t>(data.size()));
+  if (k == ValueKind::kList) {
+    const Field& e = f.children.at(0);
+    if (f.map) {
+      const Field& key = e.children.at(0);
+      const Field& value = e.children.at(1);
+      FW_ASSIGN_OR_RETURN(DataType kt, TableType(key, absl::StrCat(path, "[key]")));
+      FW_ASSIGN_OR_RETURN(DataType vt, TableType(value, absl::StrCat(path, "[value]")));
+      return DataType::Map(std::move(kt), std::move(vt), value.nullable || value.type.kind == ValueKind::kNull);
     }
-    if (k == ValueKind::kNull && a.length > 0) {
-      std::vector<uint8_t> none(static_cast<size_t>((a.length + 7) / 8), 0);
-      col.validity = Buffer::FromVector(std::move(none));
+    FW_ASSIGN_OR_RETURN(DataType et, TableType(e, absl::StrCat(path, "[item]")));
+    return DataType::ListOf(std::move(et), e.nullable || e.type.kind == ValueKind::kNull);
+  }
+  const TypeId id = ScalarId(f.type);
+  if (id == TypeId::kNone) {
+    return absl::InvalidArgumentError(absl::StrCat("column ", path, ": Parquet type ", ValueTypeName(f.type),
+                                                   " has no table type"));
+  }
+  return DataType::Scalar(id);
+}
+
+// The column of `a` (a Parquet array of `f`) as a table column of `type`
+// (TableType(f)): buffers moved, not copied, where the layouts agree.
+Result<Column> ToColumn(const Field& f, Array a, const DataType& type, const std::string& path) {
+  Column col;
+  col.type = type;
+  col.length = a.length;
+  int64_t nulls = 0;
+  for (int64_t i = 0; i < a.length && !a.validity.empty(); ++i) nulls += !a.IsValid(i);
+  col.null_count = nulls;
+  if (nulls > 0) col.validity = Buffer::FromVector(std::move(a.validity));
+  const ValueKind k = f.type.kind;
+  if (k == ValueKind::kStruct) {
+    for (size_t c = 0; c < f.children.size(); ++c) {
+      FW_ASSIGN_OR_RETURN(Column ch, ToColumn(f.children[c], std::move(a.children[c]), type.children[c].type,
+                                              absl::StrCat(path, ".", f.children[c].name)));
+      col.children.push_back(std::move(ch));
+    }
+    FW_RETURN_IF_ERROR(format::ClearChildNullsUnderNullRows(&col, path));
+    return col;
+  }
+  if (k == ValueKind::kList) {
+    col.offsets = Buffer::FromVector(std::move(a.offsets));
+    Array& e = a.children.at(0);
+    if (f.map) {
+      for (int c = 0; c < 2; ++c) {
+        const Field& kf = f.children[0].children[c];
+        FW_ASSIGN_OR_RETURN(Column ch, ToColumn(kf, std::move(e.children[c]), type.children[c].type,
+                                                absl::StrCat(path, c == 0 ? "[key]" : "[value]")));
+        col.children.push_back(std::move(ch));
+      }
+      return col;
+    }
+    if (!type.is_nested()) {
+      // A packed list<T>: the element values are the values buffer.
+      if (e.type.kind == ValueKind::kDecimal) {
+        return absl::InvalidArgumentError(absl::StrCat("column ", path, ": lists of decimals are not supported"));
+      }
+      for (int64_t j = 0; j < e.length && !e.validity.empty(); ++j) {
+        if (!e.IsValid(j)) return absl::InvalidArgumentError(absl::StrCat("column ", path, ": a null list element"));
+      }
+      col.values = Buffer::FromVector(std::move(e.values));
+      return col;
+    }
+    FW_ASSIGN_OR_RETURN(Column ch, ToColumn(f.children[0], std::move(e), type.children[0].type,
+                                            absl::StrCat(path, "[item]")));
+    col.children.push_back(std::move(ch));
+    return col;
+  }
+  if (k == ValueKind::kNull) {
+    col.values = Buffer::FromVector(std::vector<uint8_t>(8, 0));
+    col.offsets = Buffer::FromVector(std::vector<int64_t>(static_cast<size_t>(a.length) + 1, 0));
+    if (a.length > 0) {
+      col.validity = Buffer::FromVector(std::vector<uint8_t>(static_cast<size_t>((a.length + 7) / 8), 0));
       col.null_count = a.length;
     }
-    col.type = DataType::String();
-    col.values = Buffer::FromString(std::move(data));
-    col.offsets = Buffer::FromVector(std::move(offsets));
-    out->push_back(std::move(col));
-    return absl::OkStatus();
+    return col;
   }
-  col.type = DataType::Scalar(ScalarId(f.type));
   if (k == ValueKind::kString || k == ValueKind::kBinary) {
     col.values = Buffer::FromVector(std::move(a.values));
     col.offsets = Buffer::FromVector(std::move(a.offsets));
@@ -293,6 +151,12 @@ Status Convert(const Field& f, Array a, const std::vector<uint8_t>& outer, const
   } else {
     col.values = Buffer::FromVector(std::move(a.values));
   }
+  return col;
+}
+
+Status Convert(const Field& f, Array a, const std::string& name, std::vector<Column>* out) {
+  FW_ASSIGN_OR_RETURN(DataType type, TableType(f, name));
+  FW_ASSIGN_OR_RETURN(Column col, ToColumn(f, std::move(a), type, name));
   FW_RETURN_IF_ERROR(col.Validate(name));
   out->push_back(std::move(col));
   return absl::OkStatus();
@@ -304,9 +168,6 @@ void CollectTags(const Field& f, const std::string& prefix, std::map<std::string
   const std::string name = prefix.empty() ? f.name : absl::StrCat(prefix, ".", f.name);
   const ValueType& t = f.type;
   switch (t.kind) {
-    case ValueKind::kStruct:
-      for (const Field& c : f.children) CollectTags(c, name, out);
-      return;
     case ValueKind::kDate32: (*out)[name] = "date32"; return;
     case ValueKind::kTime32: case ValueKind::kTime64: (*out)[name] = absl::StrCat("time(", UnitName(t.unit), ")"); return;
     case ValueKind::kTimestamp:
@@ -339,7 +200,7 @@ class ParquetSource final : public interop::RecordBatchReader {
     b.schema = schema_;
     b.num_rows = r_->metadata().row_groups[g].num_rows;
     for (size_t i = 0; i < arrays.size(); ++i) {
-      FW_RETURN_IF_ERROR(Convert(*fields_[i], std::move(arrays[i]), {}, fields_[i]->name, &b.columns));
+      FW_RETURN_IF_ERROR(Convert(*fields_[i], std::move(arrays[i]), fields_[i]->name, &b.columns));
     }
     for (const auto& cc : r_->metadata().row_groups[g].columns) {
       if (cc.meta_data) bytes_ += cc.meta_data->total_compressed_size;
@@ -360,9 +221,9 @@ class ParquetSource final : public interop::RecordBatchReader {
 }  // namespace
 
 Result<std::vector<format::Field>> ToTableFields(const Field& field) {
-  std::vector<format::Field> out;
-  FW_RETURN_IF_ERROR(Flatten(field, "", false, &out));
-  return out;
+  FW_ASSIGN_OR_RETURN(DataType type, TableType(field, field.name));
+  return std::vector<format::Field>{
+      format::Field{field.name, std::move(type), field.nullable || field.type.kind == ValueKind::kNull}};
 }
 
 std::map<std::string, std::string> LogicalTypeTags(const Field& field) {
@@ -417,7 +278,7 @@ Result<ValueType> ParseLogicalTypeTag(std::string_view tag) {
 
 Result<std::vector<format::Column>> ToTableColumns(const Field& field, Array array) {
   std::vector<format::Column> out;
-  FW_RETURN_IF_ERROR(Convert(field, std::move(array), {}, field.name, &out));
+  FW_RETURN_IF_ERROR(Convert(field, std::move(array), field.name, &out));
   return out;
 }
 

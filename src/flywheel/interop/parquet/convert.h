@@ -6,11 +6,14 @@
 //   date32 → int32 (days since 1970-01-01); time → int32/int64 in its unit;
 //   timestamp → int64 in its unit (INT96: nanoseconds)
 //   decimal(p, s)                        → float64 (the nearest double)
-//   list<numeric or bool>                → list<T> (a null element is an error)
-//   list<anything else>, maps            → string: the value as JSON text
-//   struct<a, b>                         → columns "s.a", "s.b" (null when s is)
+//   list<T> (LIST, and repeated fields)  → list<T> of T's table type; a list of
+//                                          required numbers is the packed list<T>
+//   map<K, V> (MAP)                      → map<K, V>
+//   struct<a, b> (groups)                → struct<a, b>
 //   null (UNKNOWN)                       → nullable string, all null
-// Every field is nullable when its Parquet field (or an enclosing struct) is.
+// Nullability follows the Parquet repetition at every level (optional →
+// '?'). Temporal and decimal tags apply to top-level columns; inside nested
+// types those values keep their storage (ints; decimals as float64).
 //
 // Thread-safety: pure functions; the source as source.h says.
 #pragma once
@@ -28,8 +31,8 @@
 
 namespace flywheel::interop::parquet {
 
-// The flywheel fields a top-level Parquet field becomes (one, or several for
-// a struct), in order.
+// The flywheel field a top-level Parquet field becomes (one per field; a
+// vector for callers that concatenate).
 Result<std::vector<format::Field>> ToTableFields(const Field& field);
 // The columns of `array` (of `field`), matching ToTableFields.
 Result<std::vector<format::Column>> ToTableColumns(const Field& field, Array array);

@@ -539,7 +539,10 @@ Result<Plan> ReaderImpl::PlanNode(int node, int depth) {
       // The standard three-level list: optional/required element under it.
       FW_ASSIGN_OR_RETURN(elem, PlanNode(rn.children[0], depth + 1));
     }
-    return make_list(node, node, r, std::move(elem));
+    Plan l = make_list(node, node, r, std::move(elem));
+    l.field.map = map_annot && l.field.children[0].type.kind == ValueKind::kStruct &&
+                  l.field.children[0].children.size() == 2;
+    return l;
   }
   return PlanValue(node, n.el->name, IsOptional(n), depth);
 }

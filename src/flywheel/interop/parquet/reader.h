@@ -62,6 +62,9 @@ struct Field {
   ValueType type;
   bool nullable = true;
   std::vector<Field> children;  // kList: the element; kStruct: the fields
+  // kList annotated MAP: its element is a non-null struct {key, value}
+  // (written back as a MAP group of a repeated key_value group).
+  bool map = false;
 };
 
 // Bytes per value of a fixed-width kind (bool 1, ..., decimal/fixed_binary

@@ -271,6 +271,27 @@ Status BuildNode(const Field& f, const std::string& parent_name, std::vector<std
       return Invalid(name, absl::StrCat("a list needs exactly one child field (the element), not ",
                                         f.children.size()));
     }
+    if (f.map) {
+      // <opt|req> group name (MAP) { repeated group key_value { required key; <opt|req> value } }:
+      // the repeated group is the element struct itself.
+      const Field& kv = f.children[0];
+      if (kv.type.kind != ValueKind::kStruct || kv.children.size() != 2 || kv.nullable || kv.children[0].nullable) {
+        return Invalid(name, "a map's element must be a non-null struct of a non-null key and a value");
+      }
+      e.num_children = 1;
+      e.logical_type.kind = LogicalType::Kind::kMap;
+      e.converted_type = ConvertedType::kMap;
+      schema->push_back(std::move(e));
+      node->elem_rep = static_cast<int16_t>(parent_rep + 1);
+      node->children.resize(1);
+      // (The node keeps a pointer to its field: kv itself, not a copy.)
+      const size_t at = schema->size();
+      FW_RETURN_IF_ERROR(BuildNode(kv, name, std::move(path), static_cast<int16_t>(node->def + 1),
+                                   node->elem_rep, depth + 1, &node->children[0], schema, leaves));
+      (*schema)[at].repetition = Repetition::kRepeated;
+      node->end_leaf = static_cast<int>(leaves->size());
+      return absl::OkStatus();
+    }
     // <opt|req> group name (LIST) { repeated group list { <opt|req> element } }
     e.num_children = 1;
     e.logical_type.kind = LogicalType::Kind::kList;
@@ -1056,6 +1077,37 @@ Result<Field> FieldFromTable(const format::Field& f) {
     out.type = ValueType{t.id == format::TypeId::kString ? ValueKind::kString : ValueKind::kBinary};
     return out;
   }
+  if (t.id == format::TypeId::kStruct) {
+    out.type = ValueType{ValueKind::kStruct};
+    for (const format::Field& c : t.children) {
+      FW_ASSIGN_OR_RETURN(Field cf, FieldFromTable(c));
+      out.children.push_back(std::move(cf));
+    }
+    return out;
+  }
+  if (t.id == format::TypeId::kMap) {
+    // A list of non-null {key, value} structs, written as a MAP group.
+    Field kv;
+    kv.name = "key_value";
+    kv.nullable = false;
+    kv.type = ValueType{ValueKind::kStruct};
+    for (const format::Field& c : t.children) {
+      FW_ASSIGN_OR_RETURN(Field cf, FieldFromTable(c));
+      kv.children.push_back(std::move(cf));
+    }
+    out.type = ValueType{ValueKind::kList};
+    out.map = true;
+    out.children.push_back(std::move(kv));
+    return out;
+  }
+  if (t.id == format::TypeId::kList && t.is_nested()) {
+    format::Field item = t.children[0];
+    item.name = "element";
+    FW_ASSIGN_OR_RETURN(Field elem, FieldFromTable(item));
+    out.type = ValueType{ValueKind::kList};
+    out.children.push_back(std::move(elem));
+    return out;
+  }
   if (t.id == format::TypeId::kList || !t.shape.empty()) {
     Field elem;
     elem.name = "element";
@@ -1148,46 +1200,72 @@ Result<std::vector<Field>> FieldsFromTable(const format::Schema& schema) {
   return out;
 }
 
+namespace {
+
+// Rows [0, col.length) of a table column as a Parquet Array of `f` (which
+// FieldFromTable made from the column's field), offsets rebased to 0.
+Array ArrayFromColumn(const format::Column& col, const Field& f) {
+  Array a;
+  a.type = f.type;
+  a.length = col.length;
+  CopyValidity(col, &a);
+  const format::DataType& t = col.type;
+  if (t.id == format::TypeId::kStruct) {
+    for (size_t k = 0; k < col.children.size(); ++k) a.children.push_back(ArrayFromColumn(col.children[k], f.children[k]));
+  } else if (t.is_nested()) {
+    const int64_t* o = col.offsets_data();
+    a.offsets.resize(static_cast<size_t>(col.length) + 1);
+    for (int64_t i = 0; i <= col.length; ++i) a.offsets[i] = o[i] - o[0];
+    const int64_t first = o[0], n = o[col.length] - o[0];
+    if (t.id == format::TypeId::kList) {
+      a.children.push_back(ArrayFromColumn(col.children[0].Slice(first, n), f.children[0]));
+    } else {
+      Array kv;
+      kv.type = f.children[0].type;
+      kv.length = n;
+      kv.children.push_back(ArrayFromColumn(col.children[0].Slice(first, n), f.children[0].children[0]));
+      kv.children.push_back(ArrayFromColumn(col.children[1].Slice(first, n), f.children[0].children[1]));
+      a.children.push_back(std::move(kv));
+    }
+  } else if (t.id == format::TypeId::kString || t.id == format::TypeId::kBinary) {
+    const int64_t* o = col.offsets_data();
+    a.offsets.resize(static_cast<size_t>(col.length) + 1);
+    for (int64_t i = 0; i <= col.length; ++i) a.offsets[i] = o[i] - o[0];
+    a.values.assign(col.values.data + o[0], col.values.data + o[col.length]);
+  } else if (t.id == format::TypeId::kList) {
+    const int64_t* o = col.offsets_data();
+    const size_t esize = format::ScalarSize(t.elem);
+    a.offsets.resize(static_cast<size_t>(col.length) + 1);
+    for (int64_t i = 0; i <= col.length; ++i) a.offsets[i] = o[i] - o[0];
+    Array e;
+    e.type = f.children[0].type;
+    e.length = o[col.length] - o[0];
+    e.values.assign(col.values.data + o[0] * esize, col.values.data + o[col.length] * esize);
+    a.children.push_back(std::move(e));
+  } else if (!t.shape.empty()) {
+    const int64_t k = t.num_elements();
+    a.offsets.resize(static_cast<size_t>(col.length) + 1);
+    for (int64_t i = 0; i <= col.length; ++i) a.offsets[i] = i * k;
+    Array e;
+    e.type = f.children[0].type;
+    e.length = col.length * k;
+    e.values.assign(col.values.data, col.values.data + col.length * t.fixed_width());
+    a.children.push_back(std::move(e));
+  } else {
+    a.values.assign(col.values.data, col.values.data + col.length * t.fixed_width());
+  }
+  return a;
+}
+
+}  // namespace
+
 Result<std::vector<Array>> ArraysFromTable(const format::RecordBatch& batch) {
   FW_RETURN_IF_ERROR(batch.Validate());
   std::vector<Array> out;
   for (size_t c = 0; c < batch.columns.size(); ++c) {
-    const format::Column& col = batch.columns[c];
     const format::Field& field = batch.schema.fields[c];
     FW_ASSIGN_OR_RETURN_CTX(Field f, FieldFromTable(field), "field ", field.name);
-    Array a;
-    a.type = f.type;
-    a.length = col.length;
-    CopyValidity(col, &a);
-    const format::DataType& t = col.type;
-    if (t.id == format::TypeId::kString || t.id == format::TypeId::kBinary) {
-      const int64_t* o = col.offsets_data();
-      a.offsets.resize(static_cast<size_t>(col.length) + 1);
-      for (int64_t i = 0; i <= col.length; ++i) a.offsets[i] = o[i] - o[0];
-      a.values.assign(col.values.data + o[0], col.values.data + o[col.length]);
-    } else if (t.id == format::TypeId::kList) {
-      const int64_t* o = col.offsets_data();
-      const size_t esize = format::ScalarSize(t.elem);
-      a.offsets.resize(static_cast<size_t>(col.length) + 1);
-      for (int64_t i = 0; i <= col.length; ++i) a.offsets[i] = o[i] - o[0];
-      Array e;
-      e.type = f.children[0].type;
-      e.length = o[col.length] - o[0];
-      e.values.assign(col.values.data + o[0] * esize, col.values.data + o[col.length] * esize);
-      a.children.push_back(std::move(e));
-    } else if (!t.shape.empty()) {
-      const int64_t k = t.num_elements();
-      a.offsets.resize(static_cast<size_t>(col.length) + 1);
-      for (int64_t i = 0; i <= col.length; ++i) a.offsets[i] = i * k;
-      Array e;
-      e.type = f.children[0].type;
-      e.length = col.length * k;
-      e.values.assign(col.values.data, col.values.data + col.length * t.fixed_width());
-      a.children.push_back(std::move(e));
-    } else {
-      a.values.assign(col.values.data, col.values.data + col.length * t.fixed_width());
-    }
-    out.push_back(std::move(a));
+    out.push_back(ArrayFromColumn(batch.columns[c], f));
   }
   return out;
 }
