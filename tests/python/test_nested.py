@@ -239,3 +239,21 @@ def test_tables_written_before_nested_types_open_and_scan_unchanged(tmp_path):
             f.seek(-8, os.SEEK_END)
             tail = f.read(4)
         assert tail == b"\x01\x00\x00\x00", name  # version 1, features 0
+
+
+def test_the_loader_batches_nested_columns_exactly_once(tmp_path):
+    rows = [{"id": i, "m": None if i % 10 == 3 else [{"role": "user", "content": "x" * (i % 5)}] * (i % 3)}
+            for i in range(200)]
+    flywheel.Table.from_pylist(str(tmp_path / "t"), rows, {"id": "int64", "m": CHAT}, page_size=4096)
+    seen = {}
+    for rank in range(2):
+        loader = flywheel.Loader(str(tmp_path / "t"), batch_size=16, columns=["id", "m"], shuffle=True, seed=5,
+                                 rank=rank, world_size=2)
+        for b in loader:
+            assert isinstance(b["m"], list)
+            for i, m in zip(b["id"].tolist(), b["m"]):
+                assert i not in seen
+                seen[i] = m
+            # The Arrow form of a loader batch carries the nested column too.
+            assert pa.record_batch(b).column(1).to_pylist() == b["m"]
+    assert seen == {r["id"]: r["m"] for r in rows}

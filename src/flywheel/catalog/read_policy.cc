@@ -72,6 +72,7 @@ Buffer CopyValidity(const format::Column& column) {
 
 // Every row null: zeroed fixed-width values, or zero offsets and no values.
 format::Column AllNull(const format::Column& column) {
+  if (column.type.is_nested()) return format::MakeNullColumn(column.type, column.length, true);
   format::Column out;
   out.type = column.type;
   out.length = column.length;
@@ -282,6 +283,12 @@ Result<std::shared_ptr<const loader::Batch>> ReadGuard::Apply(std::shared_ptr<co
     if (rule == nullptr) continue;
     owned->masked.push_back(MaskColumn(bc.View(batch->num_rows, batch), *rule));
     const format::Column& m = owned->masked.back();
+    if (m.type.is_nested()) {
+      bc.nested = std::shared_ptr<const format::Column>(owned, &owned->masked.back());
+      bc.null_count = m.null_count;
+      bc.nullable = true;
+      continue;
+    }
     bc.values = m.values.data;
     bc.values_size = m.values.size;
     bc.offsets = m.offsets.empty() ? nullptr : m.offsets.as<int64_t>();

@@ -36,6 +36,7 @@ using internal_loader::Slot;
 using internal_loader::SlotPool;
 
 format::Column BatchColumn::View(int64_t rows, const std::shared_ptr<const void>& owner) const {
+  if (nested != nullptr) return nested->length == rows ? *nested : nested->Slice(0, rows);
   format::Column c;
   c.type = type;
   c.length = rows;
@@ -834,6 +835,22 @@ Status LoaderImpl::Gather(int c, const std::vector<int64_t>& sorted, const std::
     }
     return absl::OkStatus();
   };
+  bc.nested = nullptr;
+  if (oc.type.is_nested()) {
+    // Each row's slice of its page, in batch order, concatenated into new
+    // buffers (children included).
+    std::vector<Column> rows(static_cast<size_t>(n));
+    FW_RETURN_IF_ERROR(walk([&](int64_t pos, const Column& col, int64_t local) {
+      rows[static_cast<size_t>(pos)] = col.Slice(local, 1);
+    }));
+    Column all = n == 0 ? format::MakeNullColumn(oc.type, 0, false) : format::ConcatColumns(rows);
+    all.type = oc.type;
+    bc.null_count = all.null_count;
+    bc.values = nullptr;
+    bc.values_size = 0;
+    bc.nested = std::make_shared<const Column>(std::move(all));
+    return absl::OkStatus();
+  }
   if (oc.width) {
     const size_t w = oc.width;
     uint8_t* out = slot->values[c].Reserve(std::max<size_t>(1, static_cast<size_t>(n) * w));

@@ -144,6 +144,10 @@ struct BatchColumn {
   // Bit i (LSB first) is 1 when row i is valid; null when no row is null.
   const uint8_t* validity = nullptr;
   int64_t null_count = 0;
+  // Nested types (struct, map, lists of anything but non-null scalars):
+  // the whole column, children included, gathered into its own buffers;
+  // values, offsets and validity above are then unused (null).
+  std::shared_ptr<const format::Column> nested;
 
   // This column of a `rows`-row batch as a format::Column over the same
   // memory, whose buffers keep `owner` (the batch) alive.

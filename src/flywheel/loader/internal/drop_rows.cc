@@ -14,6 +14,12 @@ void DropRows(loader::Batch& b, const std::vector<uint8_t>& drop) {
   // j, so nothing is overwritten before it is read. The buffers are the
   // slot's own (Batch hands them out const).
   for (loader::BatchColumn& bc : b.columns) {
+    if (bc.nested != nullptr) {
+      auto kept = std::make_shared<format::Column>(format::TakeColumn(*bc.nested, keep.data(), keep.size()));
+      bc.null_count = kept->null_count;
+      bc.nested = std::move(kept);
+      continue;
+    }
     auto* vals = const_cast<uint8_t*>(bc.values);
     if (bc.offsets == nullptr) {
       const size_t w = bc.type.fixed_width();
