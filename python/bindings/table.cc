@@ -431,7 +431,7 @@ class PyTable {
   int64_t DeleteWhere(const std::string& where, Properties properties) {
     const table::Predicate pred = ValueOrThrow(table::Predicate::Parse(where));
     const auto [schema, uri] = SchemaAndUri();
-    if (schema.FieldIndex(pred.column) < 0) NoColumn(pred.column, uri, schema);
+    if (schema.FieldIndex(pred.TopColumn(schema)) < 0) NoColumn(pred.TopColumn(schema), uri, schema);
     return Write(
         [&](Table& t) { return ValueOrThrow(t.DeleteWhere(pred, Commit(std::move(properties)))); });
   }

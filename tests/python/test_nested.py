@@ -257,3 +257,35 @@ def test_the_loader_batches_nested_columns_exactly_once(tmp_path):
             # The Arrow form of a loader batch carries the nested column too.
             assert pa.record_batch(b).column(1).to_pylist() == b["m"]
     assert seen == {r["id"]: r["m"] for r in rows}
+
+
+def test_filters_and_deletes_on_nested_field_paths(tmp_path):
+    rows = [
+        {"id": 0, "meta": {"lang": "en", "score": 0.5}, "m": [{"role": "system", "content": "a"}], "tok": [5, 6]},
+        {"id": 1, "meta": {"lang": "fr", "score": None}, "m": [{"role": "user", "content": None}], "tok": []},
+        {"id": 2, "meta": None, "m": [], "tok": [7]},
+        {"id": 3, "meta": {"lang": "en", "score": 2.0}, "m": None, "tok": [1, 2, 3]},
+        {"id": 4, "meta": {"lang": None, "score": 1.0},
+         "m": [{"role": "system", "content": "b"}, {"role": "user", "content": "c"}], "tok": [9]},
+    ]
+    schema = {"id": "int64", "meta": "struct<lang: string?, score: float64?>?", "m": CHAT, "tok": "list<int32>"}
+    t = flywheel.Table.from_pylist(str(tmp_path / "t"), rows, schema)
+
+    def ids(where):
+        return t.to_arrow(["id"], where=where)["id"].to_pylist()
+
+    assert ids('meta.lang == "en"') == [0, 3]
+    assert ids("meta.score >= 1") == [3, 4]
+    assert ids('messages[0].role == "system"'.replace("messages", "m")) == [0, 4]
+    assert ids('m[-1].role == "user"') == [1, 4]
+    assert ids('m[1].content == "c"') == [4]
+    assert ids("tok[0] == 7") == [2]
+    assert ids("tok[-1] > 5") == [0, 2, 4]
+    with pytest.raises(ValueError, match=r"path 'meta.nope': no field 'nope' in struct<lang: string\?, score: float64\?>"):
+        ids('meta.nope == "x"')
+    with pytest.raises(ValueError, match=r"\[0\] needs a list, not struct"):
+        ids("meta[0] == 1")
+    with pytest.raises(ValueError, match="compare it with a string"):
+        ids("meta.lang == 3")
+    assert t.delete(where='m[0].role == "system"') == 2
+    assert [r["id"] for r in t.to_pylist()] == [1, 2, 3]

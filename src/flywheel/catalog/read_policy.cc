@@ -221,6 +221,11 @@ Status ReadGuard::CheckExport(const std::vector<std::string>& columns, std::stri
 
 Status ReadGuard::CheckPredicate(std::string_view column, std::string_view location, std::string_view action) const {
   const Column* c = Find(column);
+  // A path into a nested column ("meta.lang", "messages[0].role") reads
+  // the column it starts at.
+  if (const size_t cut = column.find_first_of(".["); c == nullptr && cut != std::string_view::npos) {
+    c = Find(column.substr(0, cut));
+  }
   if (c == nullptr) return absl::OkStatus();
   const nlohmann::json detail{{"columns", {c->name}}, {"where", true}, {"denied", true}};
   return Denied(action, c->dataset, detail.dump(),

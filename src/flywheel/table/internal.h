@@ -89,7 +89,19 @@ class PredicateMatcher {
   Status Match(const format::Column& c, int64_t base, std::vector<int64_t>* out) const;
 
  private:
-  format::Field field_;
+  // One step of a nested path: a struct field (child index) or a list
+  // element (index; negative counts from the end).
+  struct Step {
+    bool element = false;
+    int child = 0;
+    int64_t index = 0;
+  };
+  // The leaf values of `c` along path_: one row per row of `c`, null where a
+  // step is null or out of range.
+  format::Column Extract(const format::Column& c) const;
+
+  format::Field field_;  // the leaf compared (its type; named by the whole path)
+  std::vector<Step> path_;
   std::string op_;
   double number_ = 0;
   // Integer literals compare exactly with integer columns (ids above 2^53

@@ -6,6 +6,7 @@
 #include <set>
 #include <type_traits>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "flywheel/base/utf8.h"
 #include "flywheel/table/internal.h"
@@ -365,15 +366,65 @@ void MatchFixed(const Column& c, double v, const std::string& op, int64_t base, 
 
 }  // namespace
 
+std::string Predicate::TopColumn(const format::Schema& schema) const {
+  if (schema.FieldIndex(column) >= 0) return column;
+  const size_t cut = column.find_first_of(".[");
+  return cut == std::string::npos ? column : column.substr(0, cut);
+}
+
 Result<PredicateMatcher> PredicateMatcher::Make(const format::Schema& schema, const Predicate& pred,
                                                  std::string_view what) {
-  const int ci = schema.FieldIndex(pred.column);
+  const std::string top = pred.TopColumn(schema);
+  const int ci = schema.FieldIndex(top);
   if (ci < 0) {
-    return absl::NotFoundError(absl::StrCat(AsAbsl(what), ": no column '", pred.column, "' (columns: ",
+    return absl::NotFoundError(absl::StrCat(AsAbsl(what), ": no column '", top, "' (columns: ",
                                             schema.ToString(), ")"));
   }
   PredicateMatcher m;
   m.field_ = schema.fields[ci];
+  // A nested path: walk the type, one step per ".name" or "[N]".
+  std::string_view rest = std::string_view(pred.column).substr(top.size());
+  while (!rest.empty()) {
+    const format::DataType& t = m.field_.type;
+    auto bad = [&](std::string_view why) {
+      return absl::InvalidArgumentError(absl::StrCat(AsAbsl(what), ": path '", pred.column, "': ", AsAbsl(why)));
+    };
+    if (rest.front() == '.') {
+      rest.remove_prefix(1);
+      const size_t end = rest.find_first_of(".[");
+      const std::string name(rest.substr(0, end));
+      rest.remove_prefix(end == std::string_view::npos ? rest.size() : end);
+      if (t.id != format::TypeId::kStruct) {
+        return bad(absl::StrCat("'.", name, "' needs a struct, not ", t.ToString()));
+      }
+      int child = -1;
+      for (size_t k = 0; k < t.children.size(); ++k) {
+        if (t.children[k].name == name) child = static_cast<int>(k);
+      }
+      if (child < 0) return bad(absl::StrCat("no field '", name, "' in ", t.ToString()));
+      m.path_.push_back(Step{false, child, 0});
+      format::Field next = t.children[static_cast<size_t>(child)];
+      m.field_ = std::move(next);
+    } else if (rest.front() == '[') {
+      const size_t close = rest.find(']');
+      if (close == std::string_view::npos) return bad("missing ']'");
+      int64_t index = 0;
+      if (!absl::SimpleAtoi(AsAbsl(rest.substr(1, close - 1)), &index)) {
+        return bad(absl::StrCat("'", AsAbsl(rest.substr(0, close + 1)), "' is not a list index"));
+      }
+      rest.remove_prefix(close + 1);
+      if (t.id != format::TypeId::kList) return bad(absl::StrCat("[", index, "] needs a list, not ", t.ToString()));
+      m.path_.push_back(Step{true, 0, index});
+      format::Field next = t.is_nested() ? t.children[0] : format::Field{"item", format::DataType::Scalar(t.elem), false};
+      m.field_ = std::move(next);
+    } else {
+      return bad("expected '.field' or '[index]'");
+    }
+  }
+  if (!m.path_.empty()) {
+    m.field_.name = pred.column;
+    m.field_.nullable = true;
+  }
   m.op_ = pred.op;
   const format::DataType& type = m.field_.type;
   nlohmann::json value;
@@ -405,8 +456,53 @@ Result<PredicateMatcher> PredicateMatcher::Make(const format::Schema& schema, co
   return m;
 }
 
-Status PredicateMatcher::Match(const Column& c, int64_t base, std::vector<int64_t>* out) const {
+format::Column PredicateMatcher::Extract(const format::Column& top) const {
+  const int64_t n = top.length;
+  std::vector<int64_t> rows(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) rows[i] = top.IsValid(i) ? i : -1;
+  const Column* cur = &top;
+  Column packed_items;  // a packed list's elements as a column
+  for (const Step& s : path_) {
+    if (!s.element) {
+      cur = &cur->children[static_cast<size_t>(s.child)];
+    } else {
+      const int64_t* o = cur->offsets_data();
+      for (int64_t i = 0; i < n; ++i) {
+        const int64_t r = rows[i];
+        if (r < 0) continue;
+        const int64_t len = o[r + 1] - o[r];
+        const int64_t k = s.index < 0 ? len + s.index : s.index;
+        rows[i] = k >= 0 && k < len ? o[r] + k : -1;
+      }
+      if (cur->type.is_nested()) {
+        cur = &cur->children[0];
+      } else {
+        packed_items.type = format::DataType::Scalar(cur->type.elem);
+        packed_items.length = static_cast<int64_t>(cur->values.size / format::ScalarSize(cur->type.elem));
+        packed_items.values = cur->values;
+        cur = &packed_items;
+      }
+    }
+    for (int64_t i = 0; i < n; ++i) {
+      if (rows[i] >= 0 && !cur->IsValid(rows[i])) rows[i] = -1;
+    }
+  }
+  std::vector<int64_t> take(static_cast<size_t>(n));
+  std::vector<bool> valid(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) {
+    take[i] = rows[i] < 0 ? 0 : rows[i];
+    valid[i] = rows[i] >= 0;
+  }
+  Column leaf = cur->length == 0 ? format::MakeNullColumn(cur->type, n, true) : format::TakeColumn(*cur, take.data(), take.size());
+  format::SetValidity(leaf, valid);
+  return leaf;
+}
+
+Status PredicateMatcher::Match(const Column& col, int64_t base, std::vector<int64_t>* out) const {
   using format::TypeId;
+  Column extracted;
+  if (!path_.empty()) extracted = Extract(col);
+  const Column& c = path_.empty() ? col : extracted;
   const double v = number_;
   switch (field_.type.id) {
     case TypeId::kString:
@@ -439,7 +535,7 @@ Status PredicateMatcher::Match(const Column& c, int64_t base, std::vector<int64_
 Result<int64_t> Table::DeleteWhere(const Predicate& pred, const CommitOptions& commit) {
   FW_ASSIGN_OR_RETURN(PredicateMatcher matcher, PredicateMatcher::Make(schema(), pred, absl::StrCat("delete from ", uri_)));
   ScanOptions so;
-  so.columns = {pred.column};
+  so.columns = {pred.TopColumn(schema())};
   FW_ASSIGN_OR_RETURN(auto it, Scan(so));
   std::vector<int64_t> matches;
   int64_t base = 0;

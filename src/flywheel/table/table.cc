@@ -611,7 +611,7 @@ Result<std::unique_ptr<ScanIterator>> Table::Scan(const ScanOptions& options) co
   const size_t out_cols = cols.size();
   if (options.where) {
     FW_ASSIGN_OR_RETURN(matcher, PredicateMatcher::Make(schema(), *options.where, absl::StrCat("scan of ", uri_)));
-    const int field = schema().FieldIndex(options.where->column);
+    const int field = schema().FieldIndex(options.where->TopColumn(schema()));
     auto it = std::find(cols.begin(), cols.end(), field);
     pred_col = static_cast<int>(it - cols.begin());
     if (it == cols.end()) cols.push_back(field);

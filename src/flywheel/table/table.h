@@ -122,13 +122,19 @@ struct EraseResult {
   std::vector<std::string> files_deleted;      // the old files that held the rows (relative paths)
 };
 
-// A comparison `column op value` for DeleteWhere. `value` is JSON text: a
-// number for numeric columns, a string for string columns.
+// A comparison `column op value` for DeleteWhere and filtered scans. `value`
+// is JSON text: a number for numeric columns, a string for string columns.
+// `column` may be a path into a nested column: `meta.lang` (a struct
+// field), `messages[0].role` (element 0 of a list; [-1] is the last), which
+// is null (and never matches) where any step is null or out of range.
 struct Predicate {
   std::string column;
   std::string op;  // ==, !=, <, <=, >, >=
   std::string value;
   static Result<Predicate> Parse(std::string_view text);  // e.g. "x >= 10", "name == \"a\""
+  // The top-level column the predicate reads: `column` itself when `schema`
+  // has a column of that name, else its part before the first '.' or '['.
+  std::string TopColumn(const format::Schema& schema) const;
 };
 
 class ScanIterator {
