@@ -289,3 +289,46 @@ def test_filters_and_deletes_on_nested_field_paths(tmp_path):
         ids("meta.lang == 3")
     assert t.delete(where='m[0].role == "system"') == 2
     assert [r["id"] for r in t.to_pylist()] == [1, 2, 3]
+
+
+def test_jsonl_objects_and_arrays_ingest_as_nested_types(tmp_path):
+    src = tmp_path / "chat.jsonl"
+    src.write_text(
+        '{"id": 1, "messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": null}],'
+        ' "meta": {"lang": "en"}, "tags": ["a"], "ragged": [[1, 2], []]}\n'
+        '{"id": 2, "messages": [], "meta": {"lang": "fr", "src": "x"}, "tags": [], "ragged": [[3]]}\n'
+        '{"id": 3, "messages": null, "tags": [null, "b"], "ragged": []}\n')
+    flywheel.ingest([str(src)], str(tmp_path / "t"))
+    t = flywheel.Table.open(str(tmp_path / "t"))
+    assert t.schema["messages"] == "list<struct<role: string, content: string?>>?"
+    assert t.schema["meta"] == "struct<lang: string, src: string?>?"
+    assert t.schema["tags"] == "list<string?>?"
+    assert t.schema["ragged"] == "list<list<int64>>?"
+    rows = t.to_pylist()
+    assert rows[0]["messages"] == [{"role": "user", "content": "hi"}, {"role": "assistant", "content": None}]
+    assert rows[1]["meta"] == {"lang": "fr", "src": "x"} and rows[2]["meta"] is None
+    assert rows[2]["tags"] == [None, "b"] and rows[0]["ragged"] == [[1, 2], []]
+    # A declared schema reads the same file into the types it names.
+    flywheel.ingest([str(src)], str(tmp_path / "d"), columns=["id", "messages"],
+                    schema="id:int64, messages:list<struct<role: string, content: string?>>?, meta:string?, "
+                           "tags:list<string?>?, ragged:list<list<int32>>?")
+    d = flywheel.Table.open(str(tmp_path / "d"))
+    assert d.schema == {"id": "int64", "messages": "list<struct<role: string, content: string?>>?"}
+    assert [r["messages"] for r in d.to_pylist()] == [r["messages"] for r in rows]
+
+
+def test_jsonl_conflicts_name_the_row_and_path_and_write_nothing(tmp_path):
+    src = tmp_path / "bad.jsonl"
+    src.write_text('{"m": [{"role": "user"}]}\n{"m": [{"role": 3}]}\n')
+    with pytest.raises(ValueError, match=r"bad.jsonl:2:7: field 'm': \[0\]\.role: an integer where earlier rows "
+                                         r"have a string"):
+        flywheel.ingest([str(src)], str(tmp_path / "t"))
+    assert not os.path.exists(tmp_path / "t")
+    src.write_text('{"m": {"a": 1}}\n{"m": [1]}\n')
+    with pytest.raises(ValueError, match="field 'm': value: an array where earlier rows have an object"):
+        flywheel.ingest([str(src)], str(tmp_path / "t"))
+    # With a declared schema, a value of the wrong shape names line and path.
+    src.write_text('{"m": [{"role": "user", "content": "x"}]}\n{"m": [{"role": "user", "content": 5}]}\n')
+    with pytest.raises(ValueError, match=r"bad.jsonl:2:.*\[0\]\.content: expected a string, got 5"):
+        flywheel.ingest([str(src)], str(tmp_path / "t"), schema="m:list<struct<role: string, content: string>>")
+    assert not os.path.exists(tmp_path / "t")

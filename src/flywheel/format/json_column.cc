@@ -396,8 +396,113 @@ nlohmann::ordered_json ValueJson(const Column& c, int64_t row) {
 
 namespace flywheel::format {
 
+struct JsonTypeInferrer::Shape {
+  enum Kind { kUnknown, kBool, kInt, kUInt, kFloat, kString, kList, kStruct };
+  Kind kind = kUnknown;
+  bool nullable = false;
+  std::vector<std::pair<std::string, Shape>> fields;  // kStruct, first-seen order
+  std::vector<Shape> item;                            // kList: one element shape
+
+  static const char* Name(Kind k) {
+    static const char* kNames[] = {"null", "a boolean", "an integer", "an integer", "a number",
+                                   "a string", "an array", "an object"};
+    return kNames[k];
+  }
+
+  // Merges `v` (at `path`) into this shape.
+  Status Add(const nlohmann::ordered_json& v, const std::string& path) {
+    if (v.is_null()) {
+      nullable = true;
+      return absl::OkStatus();
+    }
+    Kind k = v.is_boolean() ? kBool
+             : v.is_number_unsigned() ? (v.template get<uint64_t>() > uint64_t{INT64_MAX} ? kUInt : kInt)
+             : v.is_number_integer() ? kInt
+             : v.is_number() ? kFloat
+             : v.is_string() ? kString
+             : v.is_array() ? kList
+                            : kStruct;
+    if (kind == kUnknown) {
+      kind = k;
+      if (k == kList) item.emplace_back();
+    } else if (kind != k) {
+      const bool numbers = (kind == kInt || kind == kUInt || kind == kFloat) && (k == kInt || k == kUInt || k == kFloat);
+      if (!numbers) {
+        return absl::InvalidArgumentError(absl::StrCat(path.empty() ? "value" : path, ": ", Name(k),
+                                                       " where earlier rows have ", Name(kind)));
+      }
+      kind = (kind == kFloat || k == kFloat || (kind == kUInt) != (k == kUInt)) ? kFloat : kind;
+    }
+    if (k == kList) {
+      size_t i = 0;
+      for (const auto& e : v) FW_RETURN_IF_ERROR(item[0].Add(e, absl::StrCat(path, "[", i++, "]")));
+    } else if (k == kStruct) {
+      for (auto it = v.begin(); it != v.end(); ++it) {
+        Shape* f = nullptr;
+        for (auto& [name, shape] : fields) {
+          if (name == it.key()) f = &shape;
+        }
+        if (f == nullptr) {
+          fields.emplace_back(it.key(), Shape{});
+          f = &fields.back().second;
+          f->nullable = seen > 0;  // earlier objects lacked it
+        }
+        FW_RETURN_IF_ERROR(f->Add(it.value(), path.empty() ? it.key() : absl::StrCat(path, ".", it.key())));
+      }
+      for (auto& [name, shape] : fields) {
+        if (!v.contains(name)) shape.nullable = true;
+      }
+      seen++;
+    }
+    return absl::OkStatus();
+  }
+
+  DataType Type() const {
+    switch (kind) {
+      case kBool: return DataType::Scalar(TypeId::kBool);
+      case kInt: return DataType::Scalar(TypeId::kInt64);
+      case kUInt: return DataType::Scalar(TypeId::kUInt64);
+      case kFloat: return DataType::Scalar(TypeId::kFloat64);
+      case kList: return DataType::ListOf(item[0].Type(), item[0].nullable || item[0].kind == kUnknown);
+      case kStruct: {
+        std::vector<Field> out;
+        for (const auto& [name, shape] : fields) {
+          out.push_back(Field{name, shape.Type(), shape.nullable || shape.kind == kUnknown});
+        }
+        if (out.empty()) return DataType::String();  // only empty objects: kept as JSON text
+        return DataType::Struct(std::move(out));
+      }
+      default: return DataType::String();
+    }
+  }
+
+  int64_t seen = 0;  // objects merged (kStruct)
+};
+
+JsonTypeInferrer::JsonTypeInferrer() : shape_(std::make_unique<Shape>()) {}
+JsonTypeInferrer::~JsonTypeInferrer() = default;
+
+Status JsonTypeInferrer::AddText(std::string_view text) {
+  nlohmann::ordered_json v;
+  try {
+    v = nlohmann::ordered_json::parse(text.begin(), text.end());
+  } catch (const nlohmann::json::exception& e) {
+    return absl::InvalidArgumentError(absl::StrCat("invalid JSON: ", e.what()));
+  }
+  return shape_->Add(v, "");
+}
+
+DataType JsonTypeInferrer::type() const { return shape_->Type(); }
+bool JsonTypeInferrer::nullable() const { return shape_->nullable || shape_->kind == Shape::kUnknown; }
+
 std::string ValueToJson(const Column& c, int64_t row) {
   return internal_format::ValueJson(c, row).dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
 }  // namespace flywheel::format
+
+namespace flywheel::internal_format {
+
+Status AddJson(format::JsonTypeInferrer& inf, const nlohmann::ordered_json& v) { return inf.shape()->Add(v, ""); }
+
+}  // namespace flywheel::internal_format

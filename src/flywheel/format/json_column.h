@@ -56,4 +56,29 @@ class JsonColumnBuilder {
 // Row `row` of `c` as JSON text (null for a null row).
 std::string ValueToJson(const Column& c, int64_t row);
 
+// The type that JSON values call for, merged over many values (JSONL
+// schema inference): objects are structs (fields in first-seen order, a
+// field some objects lack is nullable), arrays lists (of the merged element
+// type), integers int64 (uint64 above int64's range), numbers with a
+// fraction or exponent float64 (integers and floats together: float64),
+// strings string, true/false bool; a value seen null somewhere is nullable;
+// a type seen only as null (or as elements of empty arrays) is string.
+// Values whose shapes conflict (an object and an array, a string and a
+// number at the same path) are an error naming the path.
+class JsonTypeInferrer {
+ public:
+  JsonTypeInferrer();
+  ~JsonTypeInferrer();
+  Status AddText(std::string_view json_text);
+  // The merged type and whether a null was seen at the top.
+  DataType type() const;
+  bool nullable() const;
+
+  struct Shape;
+  Shape* shape() { return shape_.get(); }
+
+ private:
+  std::unique_ptr<Shape> shape_;
+};
+
 }  // namespace flywheel::format

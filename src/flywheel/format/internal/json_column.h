@@ -21,6 +21,8 @@ using format::JsonColumnBuilder;
 // path inside the value, prefixed by `where`.
 Status AppendJson(JsonColumnBuilder& b, const nlohmann::json* v, const std::string& where = "");
 Status AppendJson(JsonColumnBuilder& b, const nlohmann::ordered_json* v, const std::string& where = "");
+// Merges `v` into the inferrer; errors name the path inside the value.
+Status AddJson(format::JsonTypeInferrer& inf, const nlohmann::ordered_json& v);
 // Row `row` of `c` as a JSON value; struct keys in field order.
 nlohmann::ordered_json ValueJson(const Column& c, int64_t row);
 

@@ -311,6 +311,7 @@ format::TypeId NumberGuess::Resolve() const {
 }
 
 format::DataType TypeGuess::Resolve() const {
+  if (any_other && nested != nullptr && !any_bool && !number.any && !any_string) return nested->type();
   const int kinds = any_bool + number.any + any_string + any_list + any_other;
   if (kinds != 1) return format::DataType::String();  // none (only nulls) or mixed
   if (any_bool) return format::DataType::Scalar(format::TypeId::kBool);
@@ -445,7 +446,10 @@ std::string Quoted(std::string_view text) { return absl::StrCat("\"", Excerpt(te
 // ---- ColumnBuilder ----
 
 ColumnBuilder::ColumnBuilder(const format::Field& field) : field_(field) {
-  if (field_.type.id == format::TypeId::kList) elem_size_ = format::ScalarSize(field_.type.elem);
+  if (field_.type.is_nested()) nested_ = std::make_unique<format::JsonColumnBuilder>(field_);
+  if (field_.type.id == format::TypeId::kList && !field_.type.is_nested()) {
+    elem_size_ = format::ScalarSize(field_.type.elem);
+  }
   if (field_.type.is_variable_length()) offsets_.push_back(0);
 }
 
@@ -462,6 +466,12 @@ void ColumnBuilder::CommitValue() {
 }
 
 void ColumnBuilder::AppendNull() {
+  if (nested_ != nullptr) {
+    (void)nested_->AppendNull();
+    ++null_count_;
+    ++length_;
+    return;
+  }
   if (field_.type.is_fixed_width()) {
     values_.append(field_.type.fixed_width(), '\0');
   } else {
@@ -473,6 +483,11 @@ void ColumnBuilder::AppendNull() {
 }
 
 format::Column ColumnBuilder::Finish() {
+  if (nested_ != nullptr) {
+    length_ = 0;
+    null_count_ = 0;
+    return nested_->Finish();
+  }
   format::Column c;
   c.type = field_.type;
   c.length = length_;

@@ -17,6 +17,7 @@
 #include "flywheel/base/half.h"
 #include "flywheel/base/status.h"
 #include "flywheel/format/column.h"
+#include "flywheel/format/json_column.h"
 #include "flywheel/format/types.h"
 #include "flywheel/interop/source.h"
 #include "flywheel/interop/text/text_reader.h"
@@ -97,9 +98,14 @@ struct TypeGuess {
   bool any_list = false;   // arrays of numbers (possibly empty)
   NumberGuess number;
   NumberGuess element;  // of numeric arrays
+  // Objects and arrays (JSON Lines): their merged nested type, and the first
+  // conflict between their shapes (a path and what clashed), if any.
+  std::shared_ptr<format::JsonTypeInferrer> nested;
+  std::string conflict;
 
   // The type these observations call for (see docs/ingest.md): one kind
-  // seen gives that kind's type; several, or objects, give string.
+  // seen gives that kind's type; objects and arrays their nested type;
+  // several kinds give string.
   format::DataType Resolve() const;
 };
 
@@ -134,6 +140,10 @@ class ColumnBuilder {
   void CommitValue();
   void AppendNull();
   int64_t length() const { return length_; }
+  // Nested types (JSON Lines): the builder a row's value goes to instead of
+  // values(); then CommitNested(). Null for every other type.
+  format::JsonColumnBuilder* nested() { return nested_.get(); }
+  void CommitNested() { ++length_; }
   // The column built so far; the builder starts over empty.
   format::Column Finish();
 
@@ -148,6 +158,7 @@ class ColumnBuilder {
   int64_t length_ = 0;
   int64_t null_count_ = 0;
   size_t values_hint_ = 0;
+  std::unique_ptr<format::JsonColumnBuilder> nested_;
 };
 
 // The rows the builders hold as one batch of `schema`; the builders start

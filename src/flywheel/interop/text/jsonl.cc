@@ -8,6 +8,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "flywheel/base/utf8.h"
+#include "flywheel/format/internal/json_column.h"
 #include "flywheel/interop/text/internal.h"
 
 namespace flywheel::interop {
@@ -359,6 +360,22 @@ void JsonScanner::AppendCompact(const JsonValue& v, std::string* out) const {
 
 // ---- Inference and conversion ----
 
+// Merges an object or array into the field's nested type guess.
+void AddNested(JsonScanner& s, const JsonValue& v, TypeGuess* g) {
+  if (!g->conflict.empty()) return;
+  if (g->nested == nullptr) g->nested = std::make_shared<format::JsonTypeInferrer>();
+  const std::string_view raw = s.Raw(v);
+  nlohmann::ordered_json j;
+  try {
+    j = nlohmann::ordered_json::parse(raw.begin(), raw.end());
+  } catch (const nlohmann::json::exception& e) {
+    g->conflict = e.what();
+    return;
+  }
+  Status st = internal_format::AddJson(*g->nested, j);
+  if (!st.ok()) g->conflict = std::string(st.message());
+}
+
 void GuessJson(JsonScanner& s, const JsonValue& v, TypeGuess* g) {
   switch (v.kind) {
     case JsonKind::kNull:
@@ -378,8 +395,10 @@ void GuessJson(JsonScanner& s, const JsonValue& v, TypeGuess* g) {
       break;
     case JsonKind::kObject:
       g->any_other = true;
+      AddNested(s, v, g);
       break;
     case JsonKind::kArray: {
+      AddNested(s, v, g);
       NumberGuess elems;
       const bool numeric = s.ForEachElement(v, [&](const JsonValue& e) {
         if (e.kind == JsonKind::kInteger) {
@@ -408,6 +427,25 @@ void GuessJson(JsonScanner& s, const JsonValue& v, TypeGuess* g) {
 bool AppendJson(JsonScanner& s, const JsonValue& v, ColumnBuilder* b, TextError* err) {
   using format::TypeId;
   const format::DataType& t = b->type();
+  if (b->nested() != nullptr) {
+    const std::string_view raw = s.Raw(v);
+    nlohmann::ordered_json j;
+    try {
+      j = nlohmann::ordered_json::parse(raw.begin(), raw.end());
+    } catch (const nlohmann::json::exception& e) {
+      err->pos = v.begin;
+      err->message = e.what();
+      return false;
+    }
+    Status st = internal_format::AppendJson(*b->nested(), &j);
+    if (!st.ok()) {
+      err->pos = v.begin;
+      err->message = absl::StrCat(t.ToString(), ": ", st.message());
+      return false;
+    }
+    b->CommitNested();
+    return true;
+  }
   std::string* out = b->values();
   if (t.id == TypeId::kString) {
     if (v.kind == JsonKind::kString) {
@@ -606,6 +644,10 @@ Status JsonLinesReader::Infer(format::Schema* schema) {
           TypeGuess& g = guesses[it->second];
           ++g.rows_present;
           GuessJson(s, v, &g);
+          if (!g.conflict.empty()) {
+            return Error(v.begin, absl::StrCat("field '", AsAbsl(name), "': ", g.conflict,
+                                               " (declare the field's type with --schema or --type)"));
+          }
           return absl::OkStatus();
         }));
     ++rows;
