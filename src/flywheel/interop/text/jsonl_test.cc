@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "flywheel/format/column.h"
 #include "flywheel/interop/text/internal.h"
+#include "flywheel/format/json_column.h"
 #include "flywheel/interop/text/text_reader.h"
 #include "flywheel/io/temp_dir.h"
 #include "gmock/gmock.h"
@@ -178,14 +179,14 @@ class JsonLinesTest : public ::testing::Test {
 
 TEST_F(JsonLinesTest, InfersEachType) {
   auto r = Read(
-      R"({"i": 1, "f": 1.5, "b": true, "s": "x", "li": [1, 2], "lf": [1, 2.5], "o": {"k": [1, {"z": null}]}, "ls": ["a", 1], "mix": 1, "e": 1e3})"
+      R"({"i": 1, "f": 1.5, "b": true, "s": "x", "li": [1, 2], "lf": [1, 2.5], "o": {"k": [1, null], "z": "a"}, "ls": ["a", null], "mix": 1, "e": 1e3})"
       "\n"
-      R"({"i": -2, "f": 2, "b": false, "s": "y", "li": [], "lf": [3], "o": {"k": 2}, "ls": [], "mix": 2.5, "e": 2})"
+      R"({"i": -2, "f": 2, "b": false, "s": "y", "li": [], "lf": [3], "o": {"k": []}, "ls": [], "mix": 2.5, "e": 2})"
       "\n");
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(r->all.schema.ToString(),
-            "i:int64, f:float64, b:bool, s:string, li:list<int64>, lf:list<float64>, o:string, "
-            "ls:string, "
+            "i:int64, f:float64, b:bool, s:string, li:list<int64>, lf:list<float64>, "
+            "o:struct<k: list<int64?>, z: string?>, ls:list<string?>, "
             "mix:float64, e:float64");
   EXPECT_THAT(TestCells(Col(*r, "i")), ElementsAre("1", "-2"));
   EXPECT_THAT(TestCells(Col(*r, "f")), ElementsAre("1.5", "2"));
@@ -193,10 +194,25 @@ TEST_F(JsonLinesTest, InfersEachType) {
   EXPECT_THAT(TestCells(Col(*r, "s")), ElementsAre("x", "y"));
   EXPECT_THAT(TestCells(Col(*r, "li")), ElementsAre("[1,2]", "[]"));
   EXPECT_THAT(TestCells(Col(*r, "lf")), ElementsAre("[1,2.5]", "[3]"));
-  EXPECT_THAT(TestCells(Col(*r, "o")), ElementsAre(R"({"k":[1,{"z":null}]})", R"({"k":2})"));
-  EXPECT_THAT(TestCells(Col(*r, "ls")), ElementsAre(R"(["a",1])", "[]"));
+  const format::Column& o = Col(*r, "o");
+  EXPECT_EQ(format::ValueToJson(o, 0), R"({"k":[1,null],"z":"a"})");
+  EXPECT_EQ(format::ValueToJson(o, 1), R"({"k":[],"z":null})");
+  const format::Column& ls = Col(*r, "ls");
+  EXPECT_EQ(format::ValueToJson(ls, 0), R"(["a",null])");
+  EXPECT_EQ(format::ValueToJson(ls, 1), "[]");
   EXPECT_THAT(TestCells(Col(*r, "mix")), ElementsAre("1", "2.5"));
   EXPECT_THAT(TestCells(Col(*r, "e")), ElementsAre("1000", "2"));
+}
+
+TEST_F(JsonLinesTest, NestedShapesThatConflictNameTheLineFieldAndPath) {
+  auto r = Read(R"({"o": {"k": [1, {"z": null}]}})" "\n");
+  ASSERT_FALSE(r.ok());
+  EXPECT_THAT(std::string(r.status().message()),
+              HasSubstr(":1:7: field 'o': k[1]: an object where earlier rows have an integer"));
+  r = Read(R"({"ls": ["a"]})" "\n" R"({"ls": [1]})" "\n");
+  ASSERT_FALSE(r.ok());
+  EXPECT_THAT(std::string(r.status().message()),
+              HasSubstr(":2:8: field 'ls': [0]: an integer where earlier rows have a string"));
 }
 
 TEST_F(JsonLinesTest, MixedKindsAndOnlyNullsBecomeString) {
