@@ -34,8 +34,9 @@ from typing import Any, Dict, Optional, Sequence, Tuple
 import numpy as np
 
 from . import _core
+from ._convert import ListArray
 
-__all__ = ["DecodeImage", "PackTokens", "pack_tokens", "IMAGENET_MEAN", "IMAGENET_STD"]
+__all__ = ["DecodeImage", "PackTokens", "ChatTokenize", "pack_tokens", "IMAGENET_MEAN", "IMAGENET_STD"]
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
@@ -162,3 +163,144 @@ class PackTokens:
 
     def __repr__(self) -> str:
         return f"PackTokens({self.column!r}, seq_len={self.seq_len})"
+
+
+def _token_at_or_after(enc, start: int, end: int):
+    """The first token that starts in [start, end), or None."""
+    for c in range(start, end):
+        t = enc.char_to_token(c)
+        if t is not None and enc.token_to_chars(t)[0] >= start:
+            return t
+        if t is not None:
+            # `c` is inside a token that began before `start`: the next one.
+            return t + 1 if t + 1 < len(enc.ids) and enc.token_to_chars(t + 1)[0] < end else None
+    return None
+
+
+def _token_at_or_before(enc, pos: int, start: int):
+    """The token containing character `pos` (or the last before it), if it starts at or after `start`."""
+    for c in range(pos, start - 1, -1):
+        t = enc.char_to_token(c)
+        if t is not None:
+            return t if enc.token_to_chars(t)[0] >= start else None
+    return None
+
+
+class ChatTokenize:
+    """Batch transform for chat data: applies a chat template to a ``messages``
+    column (``list<struct<role: string, content: string>>``, e.g. read from a
+    Hugging Face chat dataset), tokenises it, and marks the tokens a model
+    should learn from: ``loss_mask`` is 1 on the tokens of assistant turns'
+    content (``assistant_only=True``, the default) or on every token.
+
+    The batch gains ``input_ids`` and ``loss_mask``, both :class:`ListArray`
+    with the same offsets (int32 ids, uint8 mask), one row per conversation;
+    a null conversation gives an empty row. With ``seq_len`` the rows are then
+    packed as :class:`PackTokens` packs (``tokens``, ``segment_ids``,
+    ``positions``, ``mask``, ``first_document``) and ``loss_mask`` is packed
+    the same way, ``[num_blocks, seq_len]`` (0 on padding and EOS).
+
+    How a mask is found (docs/transforms.md, "Chat templates"): the template
+    is rendered once per conversation (compiled once per transform); each
+    assistant message's content is located in the rendered text in message
+    order, and a token is masked in when its first character lies in such a
+    span. All rows of a batch are tokenised in one ``encode_batch`` call
+    (Hugging Face ``tokenizers``, in parallel) with character offsets; masks
+    are computed with numpy.
+
+    Args:
+      tokenizer: a :class:`flywheel.llm.Tokenizer` (its chat template and
+        ``tokenizer.json``).
+      column: the messages column; its entries are lists of
+        ``{"role", "content"}`` dicts.
+      seq_len: pack into blocks of this many tokens (None: no packing).
+      eos_token: with ``seq_len``, appended after each conversation.
+    """
+
+    def __init__(self, tokenizer, column: str = "messages", *, assistant_only: bool = True,
+                 seq_len: Optional[int] = None, eos_token: Optional[int] = None, pad_token: int = 0):
+        if not getattr(tokenizer, "chat_template", None):
+            raise ValueError("ChatTokenize: the tokenizer has no chat template")
+        import jinja2
+        from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+        def raise_exception(message):
+            raise jinja2.exceptions.TemplateError(message)
+
+        env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True,
+                                            extensions=["jinja2.ext.loopcontrols"])
+        env.globals["raise_exception"] = raise_exception
+        self._template = env.from_string(tokenizer.chat_template)
+        self._specials = dict(bos_token=tokenizer.bos_token or "", eos_token=tokenizer.eos_token or "")
+        self.tokenizer = tokenizer
+        self.column = column
+        self.assistant_only = bool(assistant_only)
+        self.seq_len = None if seq_len is None else int(seq_len)
+        self.eos_token = eos_token
+        self.pad_token = int(pad_token)
+        self.truncated_tokens = 0
+
+    def render(self, messages) -> str:
+        return self._template.render(messages=messages, add_generation_prompt=False, **self._specials)
+
+    def _spans(self, text: str, messages) -> list:
+        """Character spans [start, end) of the assistant contents in ``text``."""
+        spans, cursor = [], 0
+        for i, m in enumerate(messages):
+            content = m.get("content") or ""
+            at = text.find(content, cursor) if content else cursor
+            if at < 0:
+                raise ValueError(f"ChatTokenize: message {i}'s content does not appear in the rendered "
+                                 "template (a template that rewrites content cannot be masked this way)")
+            if m.get("role") == "assistant" and content:
+                spans.append((at, at + len(content)))
+            cursor = at + len(content)
+        return spans
+
+    def __call__(self, batch: Dict[str, Any]) -> Dict[str, Any]:
+        if self.column not in batch:
+            raise KeyError(f"ChatTokenize: the batch has no column {self.column!r} (columns: {sorted(batch)})")
+        rows = batch[self.column]
+        texts, spans = [], []
+        for r, messages in enumerate(rows):
+            if messages is None:
+                texts.append("")
+                spans.append([])
+                continue
+            if not isinstance(messages, list):
+                raise TypeError(f"ChatTokenize: row {r} of {self.column!r} is a {type(messages).__name__}, "
+                                "need a list of {'role', 'content'} dicts")
+            text = self.render(messages)
+            texts.append(text)
+            spans.append(self._spans(text, messages) if self.assistant_only else [(0, len(text))])
+        encodings = self.tokenizer._tok.encode_batch(texts, add_special_tokens=False)
+        id_lists = [e.ids for e in encodings]
+        lengths = np.fromiter(map(len, id_lists), np.int64, len(id_lists))
+        offsets = np.zeros(len(encodings) + 1, np.int64)
+        np.cumsum(lengths, out=offsets[1:])
+        ids = (np.concatenate([np.asarray(x, np.int32) for x in id_lists if x])
+               if offsets[-1] else np.zeros(0, np.int32))
+        mask = np.zeros(int(offsets[-1]), np.uint8)
+        for r, sp in enumerate(spans):
+            e, lo = encodings[r], int(offsets[r])
+            for start, end in sp:
+                # The tokens whose first character lies in [start, end):
+                # found per span, not per token.
+                first = _token_at_or_after(e, start, end)
+                last = _token_at_or_before(e, end - 1, start)
+                if first is not None and last is not None and first <= last:
+                    mask[lo + first:lo + last + 1] = 1
+        out = dict(batch)
+        out["input_ids"] = ListArray(offsets, ids)
+        out["loss_mask"] = ListArray(offsets, mask)
+        if self.seq_len is None:
+            return out
+        packed = pack_tokens(offsets, ids, self.seq_len, eos_token=self.eos_token, pad_token=self.pad_token)
+        packed_mask = pack_tokens(offsets, mask.astype(np.int32), self.seq_len,
+                                  eos_token=None if self.eos_token is None else 0, pad_token=0)
+        self.truncated_tokens += packed.pop("truncated_tokens")
+        packed["loss_mask"] = packed_mask["tokens"].astype(np.uint8)
+        return packed
+
+    def __repr__(self) -> str:
+        return f"ChatTokenize({self.column!r}, assistant_only={self.assistant_only}, seq_len={self.seq_len})"

@@ -332,3 +332,40 @@ def test_jsonl_conflicts_name_the_row_and_path_and_write_nothing(tmp_path):
     with pytest.raises(ValueError, match=r"bad.jsonl:2:.*\[0\]\.content: expected a string, got 5"):
         flywheel.ingest([str(src)], str(tmp_path / "t"), schema="m:list<struct<role: string, content: string>>")
     assert not os.path.exists(tmp_path / "t")
+
+
+def test_chat_template_tokenise_mask_and_pack_in_the_loader(tmp_path):
+    from flywheel import llm
+    from flywheel.transforms import ChatTokenize
+    model = llm.smollm2_path()
+    if model is None:
+        pytest.skip("SmolLM2-135M-Instruct is not imported on this machine (run `make model`)")
+    tok = llm.Tokenizer.from_pretrained(model)
+    rows = [{"id": i, "messages": [{"role": "user", "content": f"What is {i} + {i}?"},
+                                   {"role": "assistant", "content": f"It is {2 * i}."}]} for i in range(40)]
+    rows[7]["messages"] = None
+    flywheel.Table.from_pylist(str(tmp_path / "t"), rows, {"id": "int64", "messages": CHAT})
+    chat = ChatTokenize(tok, "messages")
+    loader = flywheel.Loader(str(tmp_path / "t"), batch_size=8, transforms=[chat])
+    got = {}
+    for b in loader:
+        ids, mask = b["input_ids"], b["loss_mask"]
+        for r, i in enumerate(b["id"].tolist()):
+            got[i] = (ids.row(r).tolist(), mask.row(r).tolist())
+    assert len(got) == 40
+    for i, row in enumerate(rows):
+        ids, mask = got[i]
+        if row["messages"] is None:
+            assert ids == [] and mask == []
+            continue
+        # The ids are the template's (as flywheel's tokenizer applies it), and
+        # exactly the assistant's content tokens are masked in.
+        assert ids == tok.apply_chat_template(row["messages"])
+        learned = tok.decode([t for t, m in zip(ids, mask) if m])
+        assert learned == row["messages"][1]["content"]
+    # Packed: blocks of 64 tokens, the mask packed alongside.
+    packer = ChatTokenize(tok, "messages", seq_len=64, eos_token=tok.eos_token_id)
+    b = next(iter(flywheel.Loader(str(tmp_path / "t"), batch_size=8, transforms=[packer])))
+    assert b["tokens"].shape[1] == 64 and b["loss_mask"].shape == b["tokens"].shape
+    assert not (b["loss_mask"].astype(bool) & (b["mask"] == 0)).any()
+    assert b["loss_mask"].sum() > 0
