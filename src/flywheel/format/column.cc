@@ -217,6 +217,41 @@ Status ClearChildNullsUnderNullRows(Column* c, std::string_view what) {
   return absl::OkStatus();
 }
 
+bool IsWidening(const DataType& from, const DataType& to) {
+  if (from == to) return true;
+  if (from.id != to.id || !from.is_nested() || !to.is_nested()) return false;
+  if (to.id == TypeId::kStruct ? from.children.size() > to.children.size()
+                               : from.children.size() != to.children.size()) {
+    return false;
+  }
+  for (size_t i = 0; i < to.children.size(); ++i) {
+    if (i >= from.children.size()) {
+      if (!to.children[i].nullable) return false;
+      continue;
+    }
+    const Field& a = from.children[i];
+    const Field& b = to.children[i];
+    if (a.name != b.name || a.nullable != b.nullable || !IsWidening(a.type, b.type)) return false;
+  }
+  return true;
+}
+
+Column WidenColumn(const Column& c, const DataType& to) {
+  if (c.type == to) return c;
+  Column out = c;
+  out.type = to;
+  out.children.clear();
+  for (size_t i = 0; i < to.children.size(); ++i) {
+    if (i < c.children.size()) {
+      out.children.push_back(WidenColumn(c.children[i], to.children[i].type));
+    } else {
+      // An added struct field: null in every row (struct rows: c.length).
+      out.children.push_back(MakeNullColumn(to.children[i].type, c.length, true));
+    }
+  }
+  return out;
+}
+
 Column MakeNullColumn(const DataType& type, int64_t length, bool nullable) {
   Column c;
   c.type = type;

@@ -144,6 +144,14 @@ Column MakeNullColumn(const DataType& type, int64_t length, bool nullable);
 // field is null in a row where the struct is valid.
 Status ClearChildNullsUnderNullRows(Column* c, std::string_view what);
 
+// Schema evolution of nested columns: whether values of type `from` read as
+// `to` because fields were added at the end of structs (at any depth, also
+// inside lists and maps), each added field nullable.
+bool IsWidening(const DataType& from, const DataType& to);
+// `c` as type `to` (REQUIRES: IsWidening(c.type, to)): the added struct
+// fields read null. Shares c's buffers.
+Column WidenColumn(const Column& c, const DataType& to);
+
 // Concatenates columns of one type into a new column.
 Column ConcatColumns(const std::vector<Column>& parts);
 // Gathers rows `indices` (each in [0, c.length)) into a new column.

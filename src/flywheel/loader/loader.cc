@@ -841,7 +841,7 @@ Status LoaderImpl::Gather(int c, const std::vector<int64_t>& sorted, const std::
     // buffers (children included).
     std::vector<Column> rows(static_cast<size_t>(n));
     FW_RETURN_IF_ERROR(walk([&](int64_t pos, const Column& col, int64_t local) {
-      rows[static_cast<size_t>(pos)] = col.Slice(local, 1);
+      rows[static_cast<size_t>(pos)] = format::WidenColumn(col.Slice(local, 1), oc.type);
     }));
     Column all = n == 0 ? format::MakeNullColumn(oc.type, 0, false) : format::ConcatColumns(rows);
     all.type = oc.type;

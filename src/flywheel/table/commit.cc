@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "flywheel/base/metrics.h"
 #include "flywheel/base/utf8.h"
 #include "flywheel/table/internal.h"
@@ -376,8 +377,69 @@ Status Table::Delete(const std::vector<int64_t>& indices, const CommitOptions& c
   return Impl::Commit(this, commit, std::move(op));
 }
 
+namespace {
+
+// `type` with `field` appended to the struct that `path` (field names)
+// leads to inside it.
+Status AddStructField(format::DataType* type, const std::vector<std::string>& path, size_t at,
+                      const format::Field& field, const std::string& where) {
+  if (type->id != format::TypeId::kStruct) {
+    return absl::InvalidArgumentError(absl::StrCat(where, " is ", type->ToString(), ", not a struct"));
+  }
+  if (at == path.size()) {
+    for (const format::Field& c : type->children) {
+      if (c.name == field.name) {
+        return absl::AlreadyExistsError(absl::StrCat(where, " already has a field '", field.name, "'"));
+      }
+    }
+    type->children.push_back(field);
+    return absl::OkStatus();
+  }
+  for (format::Field& c : type->children) {
+    if (c.name == path[at]) return AddStructField(&c.type, path, at + 1, field, absl::StrCat(where, ".", c.name));
+  }
+  return absl::NotFoundError(absl::StrCat(where, " has no field '", path[at], "'"));
+}
+
+}  // namespace
+
 Status Table::AddColumn(const format::Field& field_in, const CommitOptions& commit) {
   format::Field field = field_in;
+  // "meta.src" adds field src to struct column meta (when no column is named
+  // "meta.src"): rows written before read it as null.
+  if (const size_t dot = field.name.find('.');
+      dot != std::string::npos && schema().FieldIndex(field.name) < 0 && schema().FieldIndex(field.name.substr(0, dot)) >= 0) {
+    std::vector<std::string> path = absl::StrSplit(field.name, '.');
+    const int ci = schema().FieldIndex(path[0]);
+    if (!field.nullable) {
+      return absl::InvalidArgumentError(absl::StrCat("add_column '", field.name,
+                                                     "': a field added to a struct must be nullable"));
+    }
+    format::Field added = field;
+    added.name = path.back();
+    added.id = -1;
+    added.default_json.clear();
+    format::DataType widened = schema().fields[ci].type;
+    FW_RETURN_IF_ERROR_CTX(
+        AddStructField(&widened, std::vector<std::string>(path.begin() + 1, path.end() - 1), 0, added,
+                       absl::StrCat("column '", path[0], "'")),
+        "add_column '", field.name, "'");
+    FW_RETURN_IF_ERROR_CTX(widened.Validate(), "add_column '", field.name, "'");
+    PendingCommit op;
+    op.type = "add_column";
+    op.details = {{"column", field.name}, {"type", field.type.ToString()}};
+    op.conflict = [](const Manifest& theirs) -> Result<std::string> {
+      if (theirs.operation.type == "overwrite" || theirs.operation.type == "add_column") {
+        return std::string("both change the schema");
+      }
+      return std::string();
+    };
+    op.apply = [ci, widened, name = field.name, uri = uri_](const Manifest&, Manifest* next) {
+      next->schema.fields[static_cast<size_t>(ci)].type = widened;
+      return Annotate(next->schema.Validate(), absl::StrCat("add_column '", name, "' to ", uri));
+    };
+    return Impl::Commit(this, commit, std::move(op));
+  }
   if (schema().FieldIndex(field.name) >= 0) {
     return absl::AlreadyExistsError(absl::StrCat("table ", uri_, " already has a column '", field.name, "'"));
   }

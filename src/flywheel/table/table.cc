@@ -279,7 +279,9 @@ namespace {
 Result<int> ShardColumn(const format::ShardReader& r, const format::Field& field) {
   for (int i = 0; i < r.schema().num_fields(); ++i) {
     if (r.schema().fields[i].id == field.id) {
-      if (!(r.schema().fields[i].type == field.type)) {
+      // A shard written before fields were added to a struct column reads
+      // them as null (WidenColumn at each read).
+      if (!format::IsWidening(r.schema().fields[i].type, field.type)) {
         return absl::DataLossError(absl::StrCat(r.path(), ": field id ", field.id, " has type ",
                                                 r.schema().fields[i].type.ToString(),
                                                 ", manifest says ", field.type.ToString()));
@@ -302,7 +304,8 @@ Result<Column> Table::Impl::ReadRange(const std::string& uri, const Fragment& f,
                                             " rows, manifest says ", f.num_rows));
   }
   FW_ASSIGN_OR_RETURN(int col, ShardColumn(*reader, field));
-  return reader->Read(col, start, len);
+  FW_ASSIGN_OR_RETURN(Column c, reader->Read(col, start, len));
+  return format::WidenColumn(c, field.type);
 }
 
 Result<std::pair<std::shared_ptr<format::ShardReader>, int>> Table::Impl::Locate(
@@ -328,7 +331,8 @@ Result<Column> Table::Impl::TakeRows(const std::string& uri, const Fragment& f,
                                             " rows, manifest says ", f.num_rows));
   }
   FW_ASSIGN_OR_RETURN(int col, ShardColumn(*reader, field));
-  return reader->Take(col, rows, n);
+  FW_ASSIGN_OR_RETURN(Column c, reader->Take(col, rows, n));
+  return format::WidenColumn(c, field.type);
 }
 
 // ---------------------------------------------------------------- Table
