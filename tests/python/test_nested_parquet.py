@@ -131,3 +131,27 @@ def test_empty_and_all_null_nested_tables_export(tmp_path):
     t.to_parquet(str(out))
     got = con.execute(f"SELECT messages, image, ragged, scores, episode FROM read_parquet('{out}')").fetchall()
     assert got == [(None,) * 5] * 4
+
+
+def test_pyarrow_written_nested_parquet_ingests_and_exports_value_identical(tmp_path):
+    src = pa.table({
+        "messages": pa.array([[{"role": "user", "content": "hi"}], [], None],
+                             pa.list_(pa.struct([pa.field("role", pa.string(), nullable=False),
+                                                 pa.field("content", pa.string())]))),
+        "scores": pa.array([[("a", 1.0)], None, []], pa.map_(pa.string(), pa.float64())),
+        "deep": pa.array([[[["x"]]], [[[], None]], None], pa.list_(pa.list_(pa.list_(pa.string())))),
+    })
+    path = tmp_path / "src.parquet"
+    pq.write_table(src, path)
+    table = str(tmp_path / "t")
+    flywheel.ingest([str(path)], table)
+    t = flywheel.Table.open(table)
+    assert t.schema == {"messages": "list<struct<role: string, content: string?>?>?",
+                        "scores": "map<string, float64?>?",
+                        "deep": "list<list<list<string?>?>?>?"}
+    out = tmp_path / "out.parquet"
+    t.to_parquet(str(out))
+    assert pq.read_table(out).to_pylist() == src.to_pylist()
+    con = duckdb.connect()
+    assert con.execute(f"SELECT * FROM read_parquet('{out}')").fetchall() == \
+        con.execute(f"SELECT * FROM read_parquet('{path}')").fetchall()
