@@ -272,6 +272,26 @@ class PyTable {
     });
   }
 
+  py::dict LeafStats(const std::string& column) const {
+    auto stats = Read([&](const Table& t) { return ValueOrThrow(t.LeafStatistics(column)); });
+    py::dict out;
+    for (const auto& [path, st] : stats) {
+      py::dict d;
+      d["values"] = st.values;
+      d["nulls"] = st.nulls;
+      if (st.has_bounds && st.text) {
+        d["min"] = py::bytes(st.min_text);
+        d["max"] = py::bytes(st.max_text);
+      } else if (st.has_bounds) {
+        d["min"] = st.min;
+        d["max"] = st.max;
+      }
+      if (st.bounds_incomplete) d["bounds_incomplete"] = true;
+      out[py::str(path)] = d;
+    }
+    return out;
+  }
+
   py::list Versions() const {
     auto versions = Read([](const Table& t) { return ValueOrThrow(t.Versions()); });
     py::list out;
@@ -508,6 +528,7 @@ void RegisterTable(py::module_& m) {
       .def("config", &PyTable::Config)
       .def("versions", &PyTable::Versions)
       .def("data_files", &PyTable::DataFiles)
+      .def("leaf_stats", &PyTable::LeafStats, py::arg("column"))
       .def("latest_version", &PyTable::LatestVersion)
       .def("checkout", &PyTable::Checkout, py::arg("version"))
       .def("checkout_latest", &PyTable::CheckoutLatest)

@@ -194,6 +194,22 @@ class Table:
             raise
         return t
 
+    def leaf_stats(self, column: str) -> Dict[str, Dict[str, Any]]:
+        """Statistics per leaf of nested column ``column``, merged over this
+        version's data files from their footers (no data read):
+        ``{"messages[].role": {"values": n, "nulls": k, "min": ..., "max": ...}}``.
+        Paths: ``.field`` for struct fields, ``[]`` for list elements,
+        ``[key]`` / ``[value]`` for maps. ``values`` counts the slots that
+        exist (not those under a null parent), nulls included; ``min``/``max``
+        are floats for numbers and bytes for strings and binary (absent when
+        every value is null; strings over 64 bytes set ``bounds_incomplete``).
+        Deleted rows still count (file statistics are bounds). Raises KeyError
+        for an unknown column, ValueError for a flat one."""
+        try:
+            return self._t.leaf_stats(column)
+        except FileNotFoundError as e:
+            raise KeyError(str(e)) from None
+
     def to_pylist(self, columns: Optional[Sequence[str]] = None) -> list:
         """This version's rows as a list of ``{column: value}`` dicts of plain
         Python values (nested columns as dicts, lists and None; maps as

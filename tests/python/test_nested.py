@@ -397,3 +397,24 @@ def test_adding_a_struct_field_reads_null_in_older_rows(tmp_path):
         t.add_column("meta.lang", "string?")
     with pytest.raises(ValueError, match="not a struct"):
         t.add_column("id.x", "int64?")
+
+
+def test_statistics_per_leaf_come_from_the_data_files(tmp_path):
+    t = flywheel.Table.from_pylist(str(tmp_path / "t"), [
+        {"m": [{"role": "user", "content": "b"}, {"role": "assistant", "content": None}], "s": {"a": 1.5}},
+        {"m": None, "s": {}},
+    ], {"m": CHAT, "s": "map<string, float64?>?"})
+    t.append({"m": [[{"role": "system", "content": "zz"}]], "s": [{"a": -3.0, "b": None}]})
+    st = t.leaf_stats("m")
+    assert st["m[].role"] == {"values": 3, "nulls": 0, "min": b"assistant", "max": b"user"}
+    assert st["m[].content"] == {"values": 3, "nulls": 1, "min": b"b", "max": b"zz"}
+    s = t.leaf_stats("s")
+    assert s["s[key]"] == {"values": 3, "nulls": 0, "min": b"a", "max": b"b"}
+    assert s["s[value]"] == {"values": 3, "nulls": 1, "min": -3.0, "max": 1.5}
+    # A null struct's field slots are not values.
+    t2 = flywheel.Table.from_pylist(str(tmp_path / "u"), [{"x": {"id": 5}}, {"x": None}], {"x": "struct<id: int64>?"})
+    assert t2.leaf_stats("x") == {"x.id": {"values": 1, "nulls": 0, "min": 5.0, "max": 5.0}}
+    with pytest.raises(KeyError):
+        t.leaf_stats("nope")
+    with pytest.raises(ValueError, match="leaf statistics are kept for nested columns"):
+        t2.add_column("n", "int64?") and t2.leaf_stats("n")

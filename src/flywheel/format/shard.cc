@@ -8,6 +8,7 @@
 #include "flywheel/base/checksum.h"
 #include "flywheel/format/internal/coding.h"
 #include "flywheel/format/internal/nested_page.h"
+#include "flywheel/format/leaf_stats.h"
 #include "flywheel/format/limits.h"
 
 namespace flywheel::format {
@@ -135,6 +136,9 @@ class ShardWriterImpl final : public ShardWriter {
     FW_RETURN_IF_ERROR_CTX(batch.Validate(), "writing ", path_);
     for (size_t c = 0; c < columns_.size(); ++c) {
       FW_RETURN_IF_ERROR(AppendColumn(static_cast<int>(c), batch.columns[c]));
+      if (schema_.fields[c].type.is_nested()) {
+        AccumulateLeafStats(batch.columns[c], schema_.fields[c].name, &leaf_stats_);
+      }
     }
     num_rows_ += batch.num_rows;
     return absl::OkStatus();
@@ -172,6 +176,8 @@ class ShardWriterImpl final : public ShardWriter {
         PutFixed64(&footer, p.checksum);
       }
     }
+    // Statistics per leaf of the nested columns (docs/format/shard.md).
+    if (!leaf_stats_.empty()) options_.metadata[kLeafStatsKey] = LeafStatsToJson(leaf_stats_);
     PutVarint(&footer, options_.metadata.size());
     for (const auto& [k, v] : options_.metadata) {
       PutBytes(&footer, k);
@@ -328,6 +334,7 @@ class ShardWriterImpl final : public ShardWriter {
   Schema schema_;
   ShardWriterOptions options_;
   std::vector<PendingColumn> columns_;
+  LeafStatsMap leaf_stats_;
   int64_t num_rows_ = 0;
   bool finished_ = false;
 };

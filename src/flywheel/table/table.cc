@@ -629,6 +629,36 @@ Result<std::unique_ptr<ScanIterator>> Table::Scan(const ScanOptions& options) co
   return std::unique_ptr<ScanIterator>(new FilteredScan(std::move(scan), std::move(*matcher), pred_col, out_cols));
 }
 
+Result<format::LeafStatsMap> Table::LeafStatistics(const std::string& column) const {
+  const int ci = schema().FieldIndex(column);
+  if (ci < 0) {
+    return absl::NotFoundError(absl::StrCat("table ", uri_, " has no column '", column, "' (columns: ",
+                                            schema().ToString(), ")"));
+  }
+  const format::Field& field = schema().fields[static_cast<size_t>(ci)];
+  if (!field.type.is_nested()) {
+    return absl::InvalidArgumentError(absl::StrCat("column '", column, "' is ", field.type.ToString(),
+                                                   "; leaf statistics are kept for nested columns"));
+  }
+  format::LeafStatsMap out;
+  for (const Fragment& f : manifest_.fragments) {
+    const DataFile* file = nullptr;
+    if (!FindField(f, field.id, &file)) continue;
+    FW_ASSIGN_OR_RETURN(auto reader, impl_->Reader(uri_, *file));
+    const auto it = reader->metadata().find(format::kLeafStatsKey);
+    if (it == reader->metadata().end()) continue;
+    FW_ASSIGN_OR_RETURN_CTX(format::LeafStatsMap part, format::LeafStatsFromJson(it->second), reader->path());
+    // Paths are named by the column's name when the file was written.
+    const std::string& written = reader->schema().fields[static_cast<size_t>(ShardColumn(*reader, field).value_or(0))].name;
+    format::LeafStatsMap renamed;
+    for (auto& [path, st] : part) {
+      if (path.rfind(written, 0) == 0) renamed[column + path.substr(written.size())] = st;
+    }
+    format::MergeLeafStats(renamed, &out);
+  }
+  return out;
+}
+
 Result<RecordBatch> Table::Take(const std::vector<int64_t>& indices,
                                 const std::vector<std::string>& columns) const {
   FW_ASSIGN_OR_RETURN(auto cols, ResolveColumns(schema(), columns));

@@ -25,6 +25,7 @@
 
 #include "flywheel/base/status.h"
 #include "flywheel/format/column.h"
+#include "flywheel/format/leaf_stats.h"
 #include "flywheel/format/shard.h"
 #include "flywheel/io/file_system.h"
 #include "flywheel/table/manifest.h"
@@ -202,6 +203,12 @@ class Table {
   // Rows at global indices (any order, repeats allowed) of this version.
   Result<format::RecordBatch> Take(const std::vector<int64_t>& indices,
                                    const std::vector<std::string>& columns = {}) const;
+  // Statistics per leaf of nested column `column` (format/leaf_stats.h),
+  // merged over this version's data files from their footers (no data is
+  // read). Rows written before the column existed are not counted; deleted
+  // rows are (file statistics are bounds, as in Parquet and Delta).
+  // NotFound for an unknown column; InvalidArgument for a flat one.
+  Result<format::LeafStatsMap> LeafStatistics(const std::string& column) const;
 
   // Maps global live-row indices (as Take takes them) to where they are
   // stored, skipping deleted rows. O(log fragments + log deleted) per index.
