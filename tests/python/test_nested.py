@@ -418,3 +418,37 @@ def test_statistics_per_leaf_come_from_the_data_files(tmp_path):
         t.leaf_stats("nope")
     with pytest.raises(ValueError, match="leaf statistics are kept for nested columns"):
         t2.add_column("n", "int64?") and t2.leaf_stats("n")
+
+
+def test_the_lm_rl_job_reads_prompts_from_a_messages_column(tmp_path):
+    from flywheel import llm
+    from flywheel.rl.lm import config as lmconfig
+    from flywheel.rl.lm.job import Job
+    model = llm.smollm2_path()
+    if model is None:
+        pytest.skip("SmolLM2-135M-Instruct is not imported on this machine (run `make model`)")
+    rows = [{"messages": [{"role": "user", "content": f"What is {i} + 1?"}], "answer": i + 1} for i in range(20)]
+    for split in ("train", "test"):
+        flywheel.Table.from_pylist(str(tmp_path / split), rows, {"messages": CHAT, "answer": "int64"})
+    cfg = lmconfig.parse(f"""
+[data]
+train = "{tmp_path / 'train'}"
+test = "{tmp_path / 'test'}"
+prompt = "messages"
+template = "chat"
+system = "Answer with a number."
+[model]
+checkpoint = "{model}"
+[rollout]
+max_new_tokens = 8
+""")
+    job = Job(cfg, str(tmp_path / "run"))
+    job.setup()
+    tok = llm.Tokenizer.from_pretrained(model)
+    want = tok.apply_chat_template([{"role": "system", "content": "Answer with a number."}, rows[3]["messages"][0]],
+                                   add_generation_prompt=True)
+    assert job.encode(rows[3]["messages"]) == want
+    assert job.test_prompts[3] == want
+    items = job.prompts.take(4)
+    assert all(isinstance(p, list) and p[0]["role"] == "user" for _, _, p, _ in items)
+    assert sorted(a for _, _, _, a in items) == sorted(rows[i]["answer"] for _, i, _, _ in items)

@@ -103,7 +103,8 @@ class Prompts:
                     idx = np.asarray(b["__index__"]).tolist()
                     answers = b[self.answer_col]
                     for i, (p, a) in enumerate(zip(b[self.prompt_col], answers)):
-                        p = p.decode() if isinstance(p, bytes) else str(p)
+                        # A chat column's conversation stays a list of dicts.
+                        p = p.decode() if isinstance(p, bytes) else p if isinstance(p, list) else str(p)
                         a = a.item() if hasattr(a, "item") else a
                         a = a.decode() if isinstance(a, bytes) else a
                         self.buffer.append((self.epoch, int(idx[i]), p, a))
@@ -360,8 +361,27 @@ class Job:
         self.prompts = Prompts(d["train"], d["prompt"], d["answer"], c["rollout"]["prompts_per_update"],
                                c["run"]["seed"], d["shuffle"])
 
-    def encode(self, text: str) -> List[int]:
+    def encode(self, text: Any) -> List[int]:
+        """Prompt token ids: a ``prompt`` string (with the instruction, then
+        the chat template or plain), or a ``messages`` chat column's
+        conversation (``list<struct<role: string, content: string>>``, read
+        through the Loader as a list of dicts), which the chat template
+        renders as is (the [data] system message first when it has none; the
+        instruction prefixes its first user turn)."""
         d = self.cfg["data"]
+        if isinstance(text, list):
+            if not hasattr(self.tok, "apply_chat_template"):
+                raise lmconfig.ConfigError(f"[data] prompt = {d['prompt']!r} is a chat column; it needs a "
+                                           "[model] checkpoint whose tokenizer has a chat template")
+            msgs = [dict(m) for m in text]
+            if d["system"] and not any(m.get("role") == "system" for m in msgs):
+                msgs.insert(0, {"role": "system", "content": d["system"]})
+            if d["instruction"]:
+                for m in msgs:
+                    if m.get("role") == "user":
+                        m["content"] = d["instruction"] + (m.get("content") or "")
+                        break
+            return self.tok.apply_chat_template(msgs, add_generation_prompt=True)
         text = d["instruction"] + text if d["instruction"] else text
         if d["template"] == "chat":
             msgs = ([{"role": "system", "content": d["system"]}] if d["system"] else []) + \
