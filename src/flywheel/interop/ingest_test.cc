@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "flywheel/base/checksum.h"
+#include "flywheel/format/json_column.h"
 #include "flywheel/io/temp_dir.h"
 
 namespace flywheel::interop {
@@ -113,32 +114,33 @@ TEST_F(IngestTest, CommitEveryNFilesCommitsSeveralVersions) {
   EXPECT_EQ(r->versions, (std::vector<int64_t>{2, 3, 4}));
 }
 
-TEST_F(IngestTest, NestedParquetBecomesFlatColumnsAndJsonText) {
+TEST_F(IngestTest, NestedParquetKeepsItsShape) {
   auto r = Ingest(Options({kDir + "/images_snappy.parquet"}));
   ASSERT_TRUE(r.ok()) << r.status();
   auto t = Open();
   ASSERT_TRUE(t);
   EXPECT_EQ(t->schema().ToString(),
-            "idx:int32?, image.bytes:binary?, image.path:string?, label:int32?, meta.w:int32?, meta.tags:string?");
-  auto b = t->Take({0, 1}, {"image.path", "meta.tags", "meta.w"});
+            "idx:int32?, image:struct<bytes: binary?, path: string?>?, label:int32?, "
+            "meta:struct<w: int32?, tags: list<string?>?>?");
+  auto b = t->Take({0, 1}, {"image", "meta"});
   ASSERT_TRUE(b.ok()) << b.status();
-  EXPECT_EQ(b->columns[0].GetBytes(1), "img/000001.jpg");
-  EXPECT_FALSE(b->columns[1].IsValid(0));  // meta is null in row 0
-  EXPECT_EQ(b->columns[1].GetBytes(1), R"(["a1","b"])");
-  EXPECT_EQ(b->columns[2].values.as<int32_t>()[1], 1);
+  const format::Column& image = b->columns[0];
+  EXPECT_EQ(image.children[1].GetBytes(1), "img/000001.jpg");
+  EXPECT_EQ(format::ValueToJson(b->columns[1], 0), "null");  // meta is null in row 0
+  EXPECT_EQ(format::ValueToJson(b->columns[1], 1), R"({"w":1,"tags":["a1","b"]})");
 
   table_ = tmp_.path() + "/lists";
   r = Ingest(Options({kDir + "/lists_zstd.parquet"}));
   ASSERT_TRUE(r.ok()) << r.status();
   t = Open();
   ASSERT_TRUE(t);
-  EXPECT_EQ(t->schema().ToString(), "id:int64?, tokens:list<int32>?, weights:list<float32>?, words:string?, nested:string?");
+  EXPECT_EQ(t->schema().ToString(),
+            "id:int64?, tokens:list<int32?>?, weights:list<float32?>?, words:list<string?>?, "
+            "nested:list<list<int64?>?>?");
   auto c = t->Take({1}, {"tokens", "nested"});
   ASSERT_TRUE(c.ok()) << c.status();
-  const int64_t* off = c->columns[0].offsets_data();
-  ASSERT_EQ(off[1] - off[0], 1);
-  EXPECT_EQ(c->columns[0].values.as<int32_t>()[off[0]], 1);
-  EXPECT_EQ(c->columns[1].GetBytes(0), "[[1,2],[2]]");
+  EXPECT_EQ(format::ValueToJson(c->columns[0], 0), "[1]");
+  EXPECT_EQ(format::ValueToJson(c->columns[1], 0), "[[1,2],[2]]");
 }
 
 TEST_F(IngestTest, BadSourcesFailSkipOrQuarantine) {
