@@ -400,7 +400,10 @@ struct JsonTypeInferrer::Shape {
   enum Kind { kUnknown, kBool, kInt, kUInt, kFloat, kString, kList, kStruct };
   Kind kind = kUnknown;
   bool nullable = false;
-  std::vector<std::pair<std::string, Shape>> fields;  // kStruct, first-seen order
+  // kStruct: field names and shapes, first-seen order (two vectors: a
+  // vector of an incomplete type is allowed, a pair of one is not).
+  std::vector<std::string> names;
+  std::vector<Shape> shapes;
   std::vector<Shape> item;                            // kList: one element shape
 
   static const char* Name(Kind k) {
@@ -438,19 +441,17 @@ struct JsonTypeInferrer::Shape {
       for (const auto& e : v) FW_RETURN_IF_ERROR(item[0].Add(e, absl::StrCat(path, "[", i++, "]")));
     } else if (k == kStruct) {
       for (auto it = v.begin(); it != v.end(); ++it) {
-        Shape* f = nullptr;
-        for (auto& [name, shape] : fields) {
-          if (name == it.key()) f = &shape;
+        size_t k = 0;
+        while (k < names.size() && names[k] != it.key()) ++k;
+        if (k == names.size()) {
+          names.push_back(it.key());
+          shapes.emplace_back();
+          shapes.back().nullable = seen > 0;  // earlier objects lacked it
         }
-        if (f == nullptr) {
-          fields.emplace_back(it.key(), Shape{});
-          f = &fields.back().second;
-          f->nullable = seen > 0;  // earlier objects lacked it
-        }
-        FW_RETURN_IF_ERROR(f->Add(it.value(), path.empty() ? it.key() : absl::StrCat(path, ".", it.key())));
+        FW_RETURN_IF_ERROR(shapes[k].Add(it.value(), path.empty() ? it.key() : absl::StrCat(path, ".", it.key())));
       }
-      for (auto& [name, shape] : fields) {
-        if (!v.contains(name)) shape.nullable = true;
+      for (size_t k = 0; k < names.size(); ++k) {
+        if (!v.contains(names[k])) shapes[k].nullable = true;
       }
       seen++;
     }
@@ -466,8 +467,8 @@ struct JsonTypeInferrer::Shape {
       case kList: return DataType::ListOf(item[0].Type(), item[0].nullable || item[0].kind == kUnknown);
       case kStruct: {
         std::vector<Field> out;
-        for (const auto& [name, shape] : fields) {
-          out.push_back(Field{name, shape.Type(), shape.nullable || shape.kind == kUnknown});
+        for (size_t k = 0; k < names.size(); ++k) {
+          out.push_back(Field{names[k], shapes[k].Type(), shapes[k].nullable || shapes[k].kind == kUnknown});
         }
         if (out.empty()) return DataType::String();  // only empty objects: kept as JSON text
         return DataType::Struct(std::move(out));
