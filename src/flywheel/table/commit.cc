@@ -401,6 +401,21 @@ Status AddStructField(format::DataType* type, const std::vector<std::string>& pa
   return absl::NotFoundError(absl::StrCat(where, " has no field '", path[at], "'"));
 }
 
+// An add_column commit (its apply set by the caller): conflicts with any
+// other schema change committed meanwhile.
+PendingCommit AddColumnOp(const format::Field& field) {
+  PendingCommit op;
+  op.type = "add_column";
+  op.details = {{"column", field.name}, {"type", field.type.ToString()}};
+  op.conflict = [](const Manifest& theirs) -> Result<std::string> {
+    if (theirs.operation.type == "overwrite" || theirs.operation.type == "add_column") {
+      return std::string("both change the schema");
+    }
+    return std::string();
+  };
+  return op;
+}
+
 }  // namespace
 
 Status Table::AddColumn(const format::Field& field_in, const CommitOptions& commit) {
@@ -425,15 +440,7 @@ Status Table::AddColumn(const format::Field& field_in, const CommitOptions& comm
                        absl::StrCat("column '", path[0], "'")),
         "add_column '", field.name, "'");
     FW_RETURN_IF_ERROR_CTX(widened.Validate(), "add_column '", field.name, "'");
-    PendingCommit op;
-    op.type = "add_column";
-    op.details = {{"column", field.name}, {"type", field.type.ToString()}};
-    op.conflict = [](const Manifest& theirs) -> Result<std::string> {
-      if (theirs.operation.type == "overwrite" || theirs.operation.type == "add_column") {
-        return std::string("both change the schema");
-      }
-      return std::string();
-    };
+    PendingCommit op = AddColumnOp(field);
     op.apply = [ci, widened, name = field.name, uri = uri_](const Manifest&, Manifest* next) {
       next->schema.fields[static_cast<size_t>(ci)].type = widened;
       return Annotate(next->schema.Validate(), absl::StrCat("add_column '", name, "' to ", uri));
@@ -450,15 +457,7 @@ Status Table::AddColumn(const format::Field& field_in, const CommitOptions& comm
                                                    "nullable or give it a default"));
   }
   FW_RETURN_IF_ERROR_CTX(DefaultColumn(field, 1).status(), "add_column '", field.name, "'");
-  PendingCommit op;
-  op.type = "add_column";
-  op.details = {{"column", field.name}, {"type", field.type.ToString()}};
-  op.conflict = [](const Manifest& theirs) -> Result<std::string> {
-    if (theirs.operation.type == "overwrite" || theirs.operation.type == "add_column") {
-      return std::string("both change the schema");
-    }
-    return std::string();
-  };
+  PendingCommit op = AddColumnOp(field);
   op.apply = [field, uri = uri_](const Manifest&, Manifest* next) mutable {
     field.id = next->next_field_id++;
     next->schema.fields.push_back(field);
