@@ -144,6 +144,17 @@ class PackTokens:
         if self.column not in batch:
             raise KeyError(f"PackTokens: the batch has no column {self.column!r} (columns: {sorted(batch)})")
         col = batch[self.column]
+        if isinstance(col, list):
+            # A nested list<int?> column (Arrow's default list type) as Python
+            # lists: packed when no element is null.
+            rows = [r or [] for r in col]
+            if any(v is None for r in rows for v in r):
+                raise ValueError(f"PackTokens: column {self.column!r} holds a null token")
+            lengths = np.fromiter(map(len, rows), np.int64, len(rows))
+            offs = np.zeros(len(rows) + 1, np.int64)
+            np.cumsum(lengths, out=offs[1:])
+            vals = np.fromiter((v for r in rows for v in r), np.int64, int(offs[-1]))
+            col = (offs, vals)
         if not (isinstance(col, tuple) and len(col) == 2):
             raise TypeError(f"PackTokens: column {self.column!r} must be a list<int> column "
                             f"(got {type(col).__name__})")

@@ -452,3 +452,16 @@ max_new_tokens = 8
     items = job.prompts.take(4)
     assert all(isinstance(p, list) and p[0]["role"] == "user" for _, _, p, _ in items)
     assert sorted(a for _, _, _, a in items) == sorted(rows[i]["answer"] for _, i, _, _ in items)
+
+
+def test_pack_tokens_takes_a_list_column_with_nullable_elements(tmp_path):
+    from flywheel.transforms import PackTokens
+    # pyarrow's default list type has nullable items: the table gets list<int64?>.
+    t = flywheel.Table.create(str(tmp_path / "t"), pa.table({"tok": pa.array([[1, 2, 3], [4], [5, 6]])}))
+    assert t.schema["tok"] == "list<int64?>?"
+    b = next(iter(flywheel.Loader(str(tmp_path / "t"), batch_size=3, shuffle=False, transforms=[PackTokens("tok", 4)])))
+    assert b["tokens"].tolist() == [[1, 2, 3, 4], [5, 6, 0, 0]]
+    t.append(pa.table({"tok": pa.array([[7, None]])}))
+    with pytest.raises(Exception, match="null token"):
+        for _ in flywheel.Loader(str(tmp_path / "t"), batch_size=4, shuffle=False, transforms=[PackTokens("tok", 4)]):
+            pass
