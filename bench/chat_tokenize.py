@@ -34,6 +34,7 @@ from flywheel import llm
 from flywheel.transforms import ChatTokenize
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from nested_scan import best  # noqa: E402  (best and median of repeats)
 from take_peers import loadavg, machine  # noqa: E402
 
 WORDS = ("the model learns to answer questions about numbers and words with short clear replies "
@@ -80,15 +81,6 @@ def in_loader(path, chat):
         real += int(b["mask"].sum())
         learned += int(b["loss_mask"].sum())
     return real, learned
-
-
-def best(fn, repeats):
-    times, out = [], None
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        out = fn()
-        times.append(time.perf_counter() - t0)
-    return min(times), sorted(times)[len(times) // 2], out
 
 
 def main():

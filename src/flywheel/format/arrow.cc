@@ -830,6 +830,23 @@ Buffer Offsets(const uint8_t* buf, bool wide, int64_t offset, int64_t length, co
   return b;
 }
 
+// The int64 offsets of rows [offset, offset+rows) of a list or map array
+// (int32 ones widened), checked: present, with one child, never negative
+// or decreasing.
+Result<Buffer> ListOffsets(const ArrowArray& a, bool wide, int64_t offset, int64_t rows, const Owner& owner,
+                           const std::string& column) {
+  const uint8_t* o = BufferAt(a, 1);
+  if (o == nullptr || a.n_children != 1 || a.children == nullptr || a.children[0] == nullptr) {
+    return Bad(column, "list or map without offsets or child");
+  }
+  Buffer b = Offsets(o, wide, offset, rows, owner);
+  const int64_t* off = b.as<int64_t>();
+  for (int64_t i = 0; i < rows; ++i) {
+    if (off[i] > off[i + 1] || off[i] < 0) return Bad(column, absl::StrCat("offsets decrease at row ", i));
+  }
+  return b;
+}
+
 // Gathers string views (the view layout: 16 bytes per row, short strings
 // inline, long ones in variadic data buffers) into offsets + data.
 Result<std::pair<Buffer, Buffer>> FromViews(const ArrowArray& a, int64_t offset, int64_t rows,
@@ -954,16 +971,8 @@ Result<Column> ImportColumn(const ArrowSchema& s, const ArrowArray& a, int64_t p
   if (type.is_nested()) {
     // list<T> and map<K, V>: offsets into the child (a map's "entries"
     // struct, whose key and value arrays are the two children).
-    const uint8_t* o = BufferAt(a, 1);
-    if (o == nullptr || a.n_children != 1 || a.children == nullptr || a.children[0] == nullptr) {
-      return Bad(column, "list or map without offsets or child");
-    }
-    c.offsets = Offsets(o, f == "+L", offset, rows, owner);
+    FW_ASSIGN_OR_RETURN(c.offsets, ListOffsets(a, f == "+L", offset, rows, owner, column));
     const int64_t* off = c.offsets.as<int64_t>();
-    for (int64_t i = 0; i < rows; ++i) {
-      if (off[i] > off[i + 1] || off[i] < 0) return Bad(column, absl::StrCat("offsets decrease at row ", i));
-    }
-    if (rows > 0 && off[0] < 0) return Bad(column, "negative offset");
     const ArrowArray& child = *a.children[0];
     const int64_t end = rows > 0 ? off[rows] : 0;
     if (end > child.length) return Bad(column, "offsets run past the child array");
@@ -990,15 +999,8 @@ Result<Column> ImportColumn(const ArrowSchema& s, const ArrowArray& a, int64_t p
     return c;
   }
   if (type.id == TypeId::kList) {
-    const uint8_t* o = BufferAt(a, 1);
-    if (o == nullptr || a.n_children != 1 || a.children == nullptr || a.children[0] == nullptr) {
-      return Bad(column, "list without offsets or child");
-    }
-    c.offsets = Offsets(o, f == "+L", offset, rows, owner);
+    FW_ASSIGN_OR_RETURN(c.offsets, ListOffsets(a, f == "+L", offset, rows, owner, column));
     const int64_t* off = c.offsets.as<int64_t>();
-    for (int64_t i = 0; i < rows; ++i) {
-      if (off[i] > off[i + 1] || off[i] < 0) return Bad(column, absl::StrCat("offsets decrease at row ", i));
-    }
     const ArrowArray& child = *a.children[0];
     const int64_t end = rows > 0 ? off[rows] : 0;
     if (end > child.length) return Bad(column, "list offsets run past the child array");
