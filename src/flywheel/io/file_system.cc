@@ -335,7 +335,7 @@ class MemoryFile final : public RandomAccessFile {
                                                 offset + n, ") is past the end (size ",
                                                 data_.size(), ")"));
     }
-    std::memcpy(dst, data_.data() + offset, n);
+    if (n > 0) std::memcpy(dst, data_.data() + offset, n);  // dst may be null for n == 0
     return absl::OkStatus();
   }
 
